@@ -1,0 +1,22 @@
+#ifndef C_DIRECTORY_WATCHER_SHIMS_H
+#define C_DIRECTORY_WATCHER_SHIMS_H
+
+#include <stdint.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
+
+// `struct epoll_event` is packed on x86_64; these helpers keep its layout out of Swift.
+
+/// epoll_ctl with the event's data set to `token`.
+int cdw_epoll_ctl(int epfd, int op, int fd, uint32_t events, uint64_t token);
+
+/// epoll_wait that writes each ready event's token and event bits into parallel arrays.
+int cdw_epoll_wait(int epfd, uint64_t *tokens, uint32_t *events, int maxevents, int timeout);
+
+/// memfd_create(name, MFD_CLOEXEC); declared here because glibc hides it behind _GNU_SOURCE.
+int cdw_memfd_create(const char *name);
+/// Names the calling thread, for debuggers and `top -H` (pthread_setname_np, also _GNU_SOURCE).
+void cdw_set_thread_name(const char *name);
+
+#endif

@@ -1,0 +1,28 @@
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sys/mman.h>
+#include "CDirectoryWatcherShims.h"
+
+int cdw_epoll_ctl(int epfd, int op, int fd, uint32_t events, uint64_t token) {
+    struct epoll_event event = { .events = events, .data.u64 = token };
+    return epoll_ctl(epfd, op, fd, &event);
+}
+
+int cdw_epoll_wait(int epfd, uint64_t *tokens, uint32_t *events, int maxevents, int timeout) {
+    struct epoll_event ready[16];
+    if (maxevents > 16) maxevents = 16;
+    int count = epoll_wait(epfd, ready, maxevents, timeout);
+    for (int i = 0; i < count; i++) {
+        tokens[i] = ready[i].data.u64;
+        events[i] = ready[i].events;
+    }
+    return count;
+}
+
+int cdw_memfd_create(const char *name) {
+    return memfd_create(name, MFD_CLOEXEC);
+}
+
+void cdw_set_thread_name(const char *name) {
+    pthread_setname_np(pthread_self(), name);
+}

@@ -1,0 +1,414 @@
+import CDirectoryWatcherShims
+import Dispatch
+import Glibc
+import Synchronization
+
+/// One thread blocked in `epoll_wait` over one inotify descriptor, serving many watchers.
+///
+/// The thread sleeps with no timeout while nothing is pending, so an idle process wakes up zero
+/// times a second. It wakes for three reasons: the inotify descriptor is readable, the eventfd
+/// was signalled (a task from another thread: subscribe, unsubscribe, barrier, shutdown), or a
+/// `MOVED_FROM` waiting for its partner reached its deadline.
+///
+/// Ownership: fields marked "loop thread only" are touched by ``run()`` and by tasks, which run on
+/// the loop thread; ``execute(_:)`` is the only way in from other threads.
+final class EventLoop: @unchecked Sendable {
+    typealias Task = @Sendable (EventLoop) -> Void
+
+    private enum Token {
+        static let inotify: UInt64 = 1
+        static let wake: UInt64 = 2
+    }
+
+    /// Big enough for hundreds of events per read; a record is at most 16 + NAME_MAX + 1 bytes.
+    static let readBufferSize = 64 * 1024
+    /// Reads per wake-up before tasks get a turn; epoll is level-triggered, so the rest waits.
+    private static let readsPerWakeUp = 16
+
+    let system: System
+    private let clock: @Sendable () -> UInt64
+
+    // Set in init; closed by the loop thread as it exits.
+    let inotifyFD: Int32
+    private let epollFD: Int32
+    private let wakeFD: Int32
+    private let barrierFD: Int32
+    private let barrierWD: Int32
+
+    // Any thread, under the lock.
+    private let inbox = Mutex<(tasks: [Task], stopping: Bool)>(([], false))
+    private let thread = Mutex<pthread_t?>(nil)
+    private let loopThreadID = Atomic<UInt>(0)
+
+    // Loop thread only.
+    private var table: WatchTable<Subscription>
+    private var subscriptions: [ObjectIdentifier: Subscription] = [:]
+    private var pairing: MovePairing
+    private var barrier = BarrierState<BarrierRequest>()
+    private var dirty: [Subscription] = []
+    private var queueDrained = true
+    private var running = true
+
+    private struct BarrierRequest {
+        let subscription: Subscription
+        let completion: @Sendable () -> Void
+    }
+
+    /// Opens the descriptors and starts the thread.
+    init(
+        system: System = System(), pairingWindow: UInt64 = 10_000_000,
+        clock: @escaping @Sendable () -> UInt64 = EventLoop.monotonicNow
+    ) throws(SyscallError) {
+        self.system = system
+        self.clock = clock
+        self.pairing = MovePairing(window: pairingWindow)
+        var opened: [Int32] = []
+        do {
+            inotifyFD = try system.inotifyInit()
+            opened.append(inotifyFD)
+            epollFD = try system.epollCreate()
+            opened.append(epollFD)
+            wakeFD = try system.eventFD()
+            opened.append(wakeFD)
+            (barrierFD, barrierWD) = try Self.openBarrierFile(system: system, inotifyFD: inotifyFD)
+            opened.append(barrierFD)
+            try system.epollAdd(epollFD, fd: inotifyFD, token: Token.inotify)
+            try system.epollAdd(epollFD, fd: wakeFD, token: Token.wake)
+        } catch {
+            for fd in opened { system.close(fd) }
+            throw error
+        }
+        table = WatchTable(inotifyFD: inotifyFD, system: system)
+        startThread()
+    }
+
+    /// The barrier file: an anonymous memory file (nothing in any user directory, nothing left
+    /// behind after a crash) watched for `IN_MODIFY` by this loop's own inotify instance.
+    private static func openBarrierFile(system: System, inotifyFD: Int32) throws(SyscallError) -> (Int32, Int32) {
+        let fd = try system.memfdCreate("directory-watcher-barrier")
+        do {
+            let wd = try system.inotifyAddWatch(
+                inotifyFD, path: FileSystemPath("/proc/self/fd/\(fd)"), mask: InotifyMask.modify)
+            return (fd, wd)
+        } catch {
+            system.close(fd)
+            throw error
+        }
+    }
+
+    private func startThread() {
+        let retained = Unmanaged.passRetained(self)
+        var handle = pthread_t()
+        let result = pthread_create(
+            &handle, nil,
+            { argument in
+                let loop = Unmanaged<EventLoop>.fromOpaque(argument!).takeRetainedValue()
+                loop.run()
+                return nil
+            }, retained.toOpaque())
+        precondition(result == 0, "pthread_create failed: \(SyscallError.describe(result))")
+        thread.withLock { $0 = handle }
+    }
+
+    static func monotonicNow() -> UInt64 {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
+    }
+
+    var isOnLoopThread: Bool { loopThreadID.load(ordering: .relaxed) == UInt(bitPattern: Int(bitPattern: pthread_self())) }
+
+    // MARK: - From any thread
+
+    /// Runs `task` on the loop thread. False when the loop is shutting down (the task never runs).
+    @discardableResult
+    func execute(_ task: @escaping Task) -> Bool {
+        let (accepted, wake) = inbox.withLock { inbox -> (Bool, Bool) in
+            if inbox.stopping { return (false, false) }
+            inbox.tasks.append(task)
+            return (true, inbox.tasks.count == 1)
+        }
+        // Only the first task since the loop last emptied the inbox needs to wake it.
+        if wake { try? system.signal(eventFD: wakeFD) }
+        return accepted
+    }
+
+    /// Runs `body` on the loop thread and returns its result; nil when the loop is shutting down.
+    func submitAndWait<Result: Sendable>(_ body: @escaping @Sendable (EventLoop) -> Result) -> Result? {
+        precondition(!isOnLoopThread, "submitAndWait on the loop thread would wait for itself")
+        let box = Mutex<Result?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        guard execute({ loop in
+            let value = body(loop)
+            box.withLock { $0 = value }
+            done.signal()
+        }) else { return nil }
+        done.wait()
+        return box.withLock { $0 }
+    }
+
+    /// Stops the thread and closes the descriptors. Returns once the thread has exited, except on
+    /// the loop thread itself, where the thread is detached and exits after this task.
+    func shutdown() {
+        let first = inbox.withLock { inbox -> Bool in
+            if inbox.stopping { return false }
+            inbox.stopping = true
+            inbox.tasks.append { loop in loop.running = false }
+            return true
+        }
+        guard first else { return }
+        try? system.signal(eventFD: wakeFD)
+        guard let handle = thread.withLock({ $0 }) else { return }
+        if isOnLoopThread {
+            pthread_detach(handle)
+        } else {
+            pthread_join(handle, nil)
+        }
+    }
+
+    // MARK: - The loop
+
+    private func run() {
+        loopThreadID.store(UInt(bitPattern: Int(bitPattern: pthread_self())), ordering: .relaxed)
+        cdw_set_thread_name("DirectoryWatcher")
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.readBufferSize, alignment: 16)
+        let tokens = UnsafeMutablePointer<UInt64>.allocate(capacity: 4)
+        let readiness = UnsafeMutablePointer<UInt32>.allocate(capacity: 4)
+        defer {
+            buffer.deallocate()
+            tokens.deallocate()
+            readiness.deallocate()
+        }
+        while running {
+            let count: Int
+            do {
+                count = try system.epollWait(
+                    epollFD, tokens: tokens, events: readiness, max: 4, timeoutMilliseconds: timeoutMilliseconds())
+            } catch {
+                preconditionFailure("epoll_wait failed: \(error)")
+            }
+            for index in 0..<count {
+                switch tokens[index] {
+                case Token.inotify: readEvents(into: buffer)
+                case Token.wake: runTasks()
+                default: break
+                }
+            }
+            if let deadline = pairing.deadline, clock() >= deadline {
+                pairing.expire(now: clock()) { handle($0) }
+            }
+            finishWakeUp()
+        }
+        tearDown()
+    }
+
+    private func timeoutMilliseconds() -> Int32 {
+        guard let deadline = pairing.deadline else { return -1 }
+        let now = clock()
+        if deadline <= now { return 0 }
+        return Int32(clamping: (deadline - now + 999_999) / 1_000_000)
+    }
+
+    private func runTasks() {
+        try? system.drain(eventFD: wakeFD)
+        let tasks = inbox.withLock { inbox -> [Task] in
+            defer { inbox.tasks = [] }
+            return inbox.tasks
+        }
+        for task in tasks { task(self) }
+    }
+
+    private func readEvents(into buffer: UnsafeMutableRawBufferPointer) {
+        for _ in 0..<Self.readsPerWakeUp {
+            let count: Int?
+            do {
+                count = try system.read(inotifyFD, into: buffer)
+            } catch {
+                // No read error is expected from inotify with this buffer size; report the
+                // changes as possibly lost rather than trusting a partial picture.
+                pairing.push(Self.lossMarker, now: clock()) { handle($0) }
+                return
+            }
+            guard let count, count > 0 else {
+                queueDrained = true
+                return
+            }
+            queueDrained = false
+            let parsed = InotifyEventParser.parse(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
+            let now = clock()
+            for event in parsed.events {
+                pairing.push(event, now: now) { handle($0) }
+            }
+            if parsed.malformedTrailingBytes != 0 {
+                pairing.push(Self.lossMarker, now: now) { handle($0) }
+            }
+        }
+    }
+
+    private static let lossMarker = InotifyEvent(wd: -1, mask: InotifyMask.queueOverflow)
+
+    /// After every wake-up: release barriers made stale by an overflow, hand batches to queues.
+    private func finishWakeUp() {
+        if queueDrained && pairing.isEmpty && barrier.drained() { writeBarrier() }
+        flushBatches()
+    }
+
+    private func flushBatches() {
+        for subscription in dirty { subscription.flush() }
+        dirty.removeAll(keepingCapacity: true)
+    }
+
+    private func tearDown() {
+        let leftover = barrier.takeAll()
+        flushBatches()
+        for request in leftover { request.subscription.queue.async(execute: request.completion) }
+        subscriptions = [:]
+        // Closing the inotify descriptor removes every kernel watch of this instance.
+        for fd in [epollFD, wakeFD, barrierFD, inotifyFD] { system.close(fd) }
+    }
+
+    // MARK: - Events (loop thread only; never touch `pairing` here: it is mid-push)
+
+    private func handle(_ item: MovePairing.Item) {
+        switch item {
+        case .event(let event): handle(event)
+        case .move(let from, let to): handleMove(from: from, to: to)
+        }
+    }
+
+    private func handle(_ event: InotifyEvent) {
+        if event.wd == -1 {
+            if event.isOverflow { overflowed() }
+            return
+        }
+        if event.wd == barrierWD {
+            if event.has(InotifyMask.modify) { barrierReached() }
+            return
+        }
+        if event.has(InotifyMask.ignored) {
+            // The kernel dropped the watch (directory gone, file system unmounted). A subscriber
+            // still here did not see DELETE_SELF, so tell it now.
+            for watch in table.kernelDropped(event.wd) where !watch.subscriber.isEnded {
+                collect(DirectoryChange(kind: .rootRemoved, path: watch.directory, isDirectory: true), for: watch.subscriber)
+            }
+            return
+        }
+        for watch in table.watches(event.wd) where !watch.subscriber.isEnded {
+            if let change = ChangeTranslation.change(for: event, in: watch.directory, mask: watch.mask) {
+                collect(change, for: watch.subscriber)
+            }
+        }
+    }
+
+    private func handleMove(from: InotifyEvent, to: InotifyEvent) {
+        let sources = table.watches(from.wd)
+        let targets = table.watches(to.wd)
+        for source in sources where !source.subscriber.isEnded {
+            if let target = targets.first(where: { $0.subscriber === source.subscriber }) {
+                guard source.mask & InotifyMask.movedFrom != 0 || target.mask & InotifyMask.movedTo != 0 else { continue }
+                collect(
+                    ChangeTranslation.rename(from: from, in: source.directory, to: to, in: target.directory),
+                    for: source.subscriber)
+            } else if let change = ChangeTranslation.change(for: from, in: source.directory, mask: source.mask) {
+                collect(change, for: source.subscriber)
+            }
+        }
+        for target in targets where !target.subscriber.isEnded {
+            if sources.contains(where: { $0.subscriber === target.subscriber }) { continue }
+            if let change = ChangeTranslation.change(for: to, in: target.directory, mask: target.mask) {
+                collect(change, for: target.subscriber)
+            }
+        }
+    }
+
+    private func collect(_ change: DirectoryChange, for subscription: Subscription) {
+        _ = subscription.collect(change)
+        if !subscription.isDirty {
+            subscription.isDirty = true
+            dirty.append(subscription)
+        }
+        if ChangeTranslation.endsWatch(change) {
+            subscription.endsWithBatch = true
+            end(subscription)
+        }
+    }
+
+    private func end(_ subscription: Subscription) {
+        subscription.isEnded = true
+        for wd in subscription.descriptors { table.remove(subscription, from: wd) }
+        subscription.descriptors = []
+    }
+
+    private func overflowed() {
+        for subscription in subscriptions.values where !subscription.isEnded {
+            collect(DirectoryChange(kind: .overflow, path: subscription.root, isDirectory: true), for: subscription)
+        }
+        complete(barrier.overflowed())
+    }
+
+    // MARK: - Barriers
+
+    private func barrierReached() {
+        let (satisfied, writeAgain) = barrier.reached()
+        complete(satisfied)
+        if writeAgain { writeBarrier() }
+    }
+
+    /// Hands every pending batch to its queue first, so each completion runs after the changes
+    /// that came before it.
+    private func complete(_ requests: [BarrierRequest]) {
+        guard !requests.isEmpty else { return }
+        flushBatches()
+        for request in requests { request.subscription.queue.async(execute: request.completion) }
+    }
+
+    private func writeBarrier() {
+        while true {
+            do {
+                try system.touch(barrierFD)
+                return
+            } catch {
+                // Without the write no event will come: complete what was in flight now rather
+                // than never, and try again for what was waiting.
+                let (satisfied, writeAgain) = barrier.reached()
+                complete(satisfied)
+                if !writeAgain { return }
+            }
+        }
+    }
+
+    // MARK: - Tasks (run on the loop thread)
+
+    func subscribe(_ subscription: Subscription) -> SyscallError? {
+        assert(isOnLoopThread)
+        do {
+            let wd = try table.add(
+                subscription, directory: subscription.root, mask: subscription.mask,
+                flags: InotifyMask.onlyDirectory | InotifyMask.excludeUnlinked)
+            subscription.descriptors = [wd]
+            subscriptions[ObjectIdentifier(subscription)] = subscription
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    func unsubscribe(_ subscription: Subscription) {
+        assert(isOnLoopThread)
+        guard subscriptions.removeValue(forKey: ObjectIdentifier(subscription)) != nil else { return }
+        if !subscription.isEnded { end(subscription) }
+        subscription.pending = []
+    }
+
+    func requestBarrier(for subscription: Subscription, completion: @escaping @Sendable () -> Void) {
+        assert(isOnLoopThread)
+        if subscription.isEnded {
+            complete([BarrierRequest(subscription: subscription, completion: completion)])
+        } else if barrier.request(BarrierRequest(subscription: subscription, completion: completion)) {
+            writeBarrier()
+        }
+    }
+
+    /// Loop thread: how many kernel watches the table holds (for tests).
+    var watchCount: Int { table.count }
+}

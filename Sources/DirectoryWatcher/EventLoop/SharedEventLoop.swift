@@ -1,0 +1,60 @@
+import Synchronization
+
+/// The process's shared loop: started by the first watcher, stopped when the last one leaves.
+///
+/// Reference counted rather than kept for the life of the process, so a process that watches
+/// nothing has no thread and no descriptors of ours, and creating and invalidating any number of
+/// watchers leaves both counts where they were.
+enum SharedEventLoop {
+    private static let state = Mutex<(loop: EventLoop?, users: Int)>((nil, 0))
+
+    static func acquire() throws(SyscallError) -> EventLoop {
+        try state.withLock { state throws(SyscallError) -> EventLoop in
+            if let loop = state.loop {
+                state.users += 1
+                return loop
+            }
+            let loop = try EventLoop()
+            state = (loop, 1)
+            return loop
+        }
+    }
+
+    static func release() {
+        let last = state.withLock { state -> EventLoop? in
+            state.users -= 1
+            guard state.users == 0 else { return nil }
+            defer { state.loop = nil }
+            return state.loop
+        }
+        // Outside the lock: joining the thread can take a moment, and a new watcher may start a
+        // new loop meanwhile.
+        last?.shutdown()
+    }
+
+    /// The running loop, if any (for tests).
+    static var current: EventLoop? { state.withLock { $0.loop } }
+}
+
+/// A watcher's hold on its loop, released once.
+final class LoopLease: Sendable {
+    let loop: EventLoop
+    private let isShared: Bool
+    private let released = Atomic<Bool>(false)
+
+    init(shared loop: EventLoop) {
+        self.loop = loop
+        self.isShared = true
+    }
+
+    /// A loop the caller owns and shuts down itself.
+    init(dedicated loop: EventLoop) {
+        self.loop = loop
+        self.isShared = false
+    }
+
+    func release() {
+        guard !released.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        if isShared { SharedEventLoop.release() }
+    }
+}

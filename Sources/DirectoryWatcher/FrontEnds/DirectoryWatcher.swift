@@ -1,0 +1,205 @@
+import Dispatch
+import Glibc
+
+/// Watches one directory and tells a delegate, at once, when its entries change.
+///
+/// ```swift
+/// final class Documents: DirectoryWatcherDelegate {
+///     var watcher: DirectoryWatcher?
+///
+///     func start() throws {
+///         watcher = try DirectoryWatcher.watchFolder(path: "/srv/uploads", delegate: self)
+///     }
+///
+///     func directoryDidChange(_ watcher: DirectoryWatcher) {
+///         reloadFileList()
+///     }
+/// }
+/// ```
+///
+/// The shape is that of Apple's DirectoryWatcher sample: a factory, a weakly held delegate, and
+/// ``invalidate()``. Underneath, all watchers of a process share one event-loop thread blocked in
+/// `epoll_wait` over one inotify descriptor; it starts with the first watcher and stops with the
+/// last.
+///
+/// A watcher reports the entries of its directory, not of subdirectories' contents. It can be
+/// invalidated from any thread; dropping the last reference invalidates it too.
+public final class DirectoryWatcher: @unchecked Sendable {
+    /// The watched directory's absolute path (relative paths are resolved against the current
+    /// directory when watching starts; symbolic links are kept as given).
+    public let path: FileSystemPath
+
+    private let subscription: Subscription
+    private let lease: LoopLease
+    private let lock = Lock()
+    // Under `lock`.
+    private weak var weakDelegate: (any DirectoryWatcherDelegate)?
+    /// For the closure form, which has no owner to keep its delegate alive.
+    private var retainedDelegate: (any DirectoryWatcherDelegate)?
+
+    /// The delegate, held weakly. Setting it takes effect from the next batch.
+    public var delegate: (any DirectoryWatcherDelegate)? {
+        get { lock.withLock { weakDelegate } }
+        set { lock.withLock { weakDelegate = newValue } }
+    }
+
+    /// Whether the watcher still delivers changes: false after ``invalidate()``, and after the
+    /// watched directory was removed or moved.
+    public var isValid: Bool { subscription.gate.isOpen }
+
+    private init(path: FileSystemPath, subscription: Subscription, lease: LoopLease) {
+        self.path = path
+        self.subscription = subscription
+        self.lease = lease
+    }
+
+    deinit {
+        invalidate()
+    }
+
+    /// Starts watching the directory at `path`; callbacks run on a private serial queue.
+    ///
+    /// - Parameters:
+    ///   - path: A directory, absolute or relative to the current directory.
+    ///   - delegate: Told about changes; held weakly.
+    /// - Throws: ``DirectoryWatcherError``, naming the path and the cause.
+    public static func watchFolder(path: String, delegate: any DirectoryWatcherDelegate) throws(DirectoryWatcherError)
+        -> DirectoryWatcher
+    {
+        try make(path: path, delegate: delegate, queue: nil, loop: nil)
+    }
+
+    /// Starts watching the directory at `path`; callbacks run on `queue`.
+    ///
+    /// Callbacks of one watcher never overlap and come in kernel order, even on a concurrent
+    /// queue: each watcher delivers through a serial queue that targets `queue`. Pass
+    /// `DispatchQueue.main` to be called on the main thread, as the sample's run-loop source was
+    /// (the main queue must be serviced: `dispatchMain()`, a run loop, or an app framework).
+    public static func watchFolder(
+        path: String, delegate: any DirectoryWatcherDelegate, queue: DispatchQueue
+    ) throws(DirectoryWatcherError) -> DirectoryWatcher {
+        try make(path: path, delegate: delegate, queue: queue, loop: nil)
+    }
+
+    /// Starts watching the directory at `path` and calls `handler` with each batch of changes.
+    ///
+    /// The watcher keeps `handler` alive until it is invalidated. Keep the watcher: dropping it
+    /// stops the watch.
+    public static func watchFolder(
+        path: String, queue: DispatchQueue? = nil,
+        handler: @escaping @Sendable ([DirectoryChange]) -> Void
+    ) throws(DirectoryWatcherError) -> DirectoryWatcher {
+        let delegate = ClosureDelegate(handler)
+        let watcher = try make(path: path, delegate: delegate, queue: queue, loop: nil)
+        watcher.lock.withLock { watcher.retainedDelegate = delegate }
+        return watcher
+    }
+
+    static func make(
+        path: String, delegate: any DirectoryWatcherDelegate, queue: DispatchQueue?, loop: EventLoop?
+    ) throws(DirectoryWatcherError) -> DirectoryWatcher {
+        guard !path.isEmpty else { throw DirectoryWatcherError(code: .emptyPath, path: path) }
+        let lease: LoopLease
+        let absolute: FileSystemPath
+        do throws(SyscallError) {
+            if let loop {
+                lease = LoopLease(dedicated: loop)
+            } else {
+                lease = LoopLease(shared: try SharedEventLoop.acquire())
+            }
+            let given = FileSystemPath(path)
+            if given.isAbsolute {
+                absolute = FileSystemPath.absolute(given, currentDirectory: "/")
+            } else {
+                do throws(SyscallError) {
+                    absolute = FileSystemPath.absolute(given, currentDirectory: try lease.loop.system.currentDirectory())
+                } catch {
+                    lease.release()
+                    throw error
+                }
+            }
+        } catch {
+            throw DirectoryWatcherError(error, path: path)
+        }
+        let label = "DirectoryWatcher \(absolute)"
+        let deliveryQueue = queue.map { DispatchQueue(label: label, target: $0) } ?? DispatchQueue(label: label)
+        let subscription = Subscription(root: absolute, mask: InotifyMask.directoryWatch, queue: deliveryQueue)
+        let watcher = DirectoryWatcher(path: absolute, subscription: subscription, lease: lease)
+        watcher.delegate = delegate
+        subscription.receiver = watcher
+        switch lease.loop.submitAndWait({ loop in loop.subscribe(subscription) }) {
+        case .some(nil):
+            return watcher
+        case .some(let failure?):
+            watcher.invalidate()
+            throw DirectoryWatcherError(failure, path: path)
+        case nil:
+            // Only a dedicated loop that its owner already shut down gets here.
+            watcher.invalidate()
+            throw DirectoryWatcherError(SyscallError(function: "inotify_add_watch", errno: EBADF), path: path)
+        }
+    }
+
+    /// Stops watching. Idempotent, and safe from any thread, inside a callback too.
+    ///
+    /// When it returns, no callback of this watcher is running or will start, unless it was
+    /// called from inside this watcher's own callback, which then finishes normally. The kernel
+    /// watch is removed when no other watcher of this process watches the same directory.
+    public func invalidate() {
+        guard subscription.gate.close() else { return }
+        lease.loop.execute { [subscription] loop in loop.unsubscribe(subscription) }
+        lease.release()
+        lock.withLock { retainedDelegate = nil }
+    }
+
+    /// Calls `completion` on the watcher's queue once every change that happened before this call
+    /// has been delivered.
+    ///
+    /// Nothing is written into the watched directory: the loop writes to a private file that its
+    /// own inotify instance watches, and the kernel queues that event behind every change already
+    /// queued. On an invalidated watcher, `completion` still runs, so nothing waits forever.
+    public func barrier(_ completion: @escaping @Sendable () -> Void) {
+        let subscription = subscription
+        let accepted = lease.loop.execute { loop in loop.requestBarrier(for: subscription, completion: completion) }
+        if !accepted { subscription.queue.async(execute: completion) }
+    }
+
+    /// Returns once every change that happened before this call has been delivered.
+    public func barrier() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            barrier { continuation.resume() }
+        }
+    }
+}
+
+extension DirectoryWatcher: ChangeReceiver {
+    func receive(_ changes: [DirectoryChange], through gate: DeliveryGate) {
+        guard let delegate else { return }
+        delegate.directoryWatcher(self, didObserve: changes)
+        guard gate.isOpen else { return }
+        delegate.directoryDidChange(self)
+    }
+
+    func rootWentAway() {
+        invalidate()
+    }
+}
+
+/// Adapts a closure to the delegate protocol for the closure form of `watchFolder`.
+private final class ClosureDelegate: DirectoryWatcherDelegate, Sendable {
+    let handler: @Sendable ([DirectoryChange]) -> Void
+
+    init(_ handler: @escaping @Sendable ([DirectoryChange]) -> Void) {
+        self.handler = handler
+    }
+
+    func directoryDidChange(_ watcher: DirectoryWatcher) {}
+
+    func directoryWatcher(_ watcher: DirectoryWatcher, didObserve changes: [DirectoryChange]) {
+        handler(changes)
+    }
+}
+
+extension DirectoryWatcher: CustomStringConvertible {
+    public var description: String { "DirectoryWatcher(\(path)\(isValid ? "" : ", invalidated"))" }
+}

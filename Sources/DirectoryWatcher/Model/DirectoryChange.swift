@@ -1,0 +1,57 @@
+/// One change in a watched directory.
+///
+/// A change names the entry it is about by its absolute path (the watched directory's absolute
+/// path joined with the entry's name), says what happened to it, and whether it is a directory.
+public struct DirectoryChange: Hashable, Sendable, CustomStringConvertible {
+    /// What happened.
+    public enum Kind: String, Hashable, Sendable, CaseIterable {
+        /// A file, directory or other entry was created in the directory (`IN_CREATE`).
+        case created
+        /// An entry was removed from the directory (`IN_DELETE`).
+        case removed
+        /// A file's contents were written (`IN_MODIFY`). A burst of writes to one file between two
+        /// reads of the kernel queue arrives as one change.
+        case modified
+        /// Permissions, owner, timestamps, extended attributes or link count changed (`IN_ATTRIB`).
+        /// With an empty name, the watched directory's own attributes changed.
+        case attributesChanged
+        /// An entry was renamed within what this watcher watches; ``DirectoryChange/oldPath``
+        /// holds its previous path. One change, never a removal plus a creation: the kernel's
+        /// `IN_MOVED_FROM` and `IN_MOVED_TO` are paired through their cookie.
+        case renamed
+        /// An entry was moved into the directory from a place this watcher does not watch.
+        case movedIn
+        /// An entry was moved out of the directory to a place this watcher does not watch.
+        case movedOut
+        /// The watched directory itself was removed (or its file system unmounted). The watcher
+        /// stops itself after delivering this change.
+        case rootRemoved
+        /// The watched directory itself was renamed or moved. The watcher stops itself after
+        /// delivering this change: its path no longer names the directory.
+        case rootMoved
+        /// The kernel's event queue overflowed (`IN_Q_OVERFLOW`): changes may have been lost.
+        /// List the directory again to catch up. ``DirectoryChange/path`` is the watched directory.
+        case overflow
+    }
+
+    public var kind: Kind
+    /// The entry's absolute path.
+    public var path: FileSystemPath
+    /// For ``Kind/renamed``, the entry's previous absolute path; nil otherwise.
+    public var oldPath: FileSystemPath?
+    /// Whether the entry is a directory, as the kernel reported it (`IN_ISDIR`).
+    public var isDirectory: Bool
+
+    public init(kind: Kind, path: FileSystemPath, oldPath: FileSystemPath? = nil, isDirectory: Bool) {
+        self.kind = kind
+        self.path = path
+        self.oldPath = oldPath
+        self.isDirectory = isDirectory
+    }
+
+    public var description: String {
+        let suffix = isDirectory ? "/" : ""
+        if let oldPath { return "\(kind.rawValue) \(oldPath)\(suffix) -> \(path)\(suffix)" }
+        return "\(kind.rawValue) \(path)\(suffix)"
+    }
+}

@@ -1,0 +1,115 @@
+import Glibc
+
+/// Why a directory could not be watched.
+///
+/// Every error names the path it is about and says what to do, in ``description``:
+///
+/// ```
+/// cannot watch "/srv/uploads": no such file or directory
+/// cannot watch "/srv/a.txt": not a directory
+/// cannot watch "/srv/deep": the inotify watch limit is reached (fs.inotify.max_user_watches); …
+/// ```
+public struct DirectoryWatcherError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// The cause, in a form to switch over.
+    public enum Code: Hashable, Sendable {
+        /// The path was the empty string.
+        case emptyPath
+        /// Nothing exists at the path, or a component of it is missing (`ENOENT`).
+        case noSuchPath
+        /// The path, or a component of it, is not a directory (`ENOTDIR`).
+        case notADirectory
+        /// Search or read permission is missing on the path or a component (`EACCES`).
+        case permissionDenied
+        /// The path or one of its components is longer than the system allows (`ENAMETOOLONG`).
+        case nameTooLong
+        /// Too many symbolic links were met while resolving the path, often a loop (`ELOOP`).
+        case symbolicLinkLoop
+        /// The per-user limit on inotify watches is reached (`ENOSPC` from `inotify_add_watch`).
+        /// Not a full disk: raise `fs.inotify.max_user_watches`.
+        case watchLimitReached
+        /// The per-user limit on inotify instances is reached (`EMFILE` from `inotify_init1`).
+        /// Raise `fs.inotify.max_user_instances`.
+        case instanceLimitReached
+        /// The process or system is out of descriptors (`EMFILE`/`ENFILE` outside inotify_init1).
+        case descriptorLimitReached
+        /// The kernel could not allocate memory (`ENOMEM`).
+        case outOfMemory
+        /// Any other failure, with its `errno`.
+        case other(errno: Int32)
+    }
+
+    public let code: Code
+    /// The path as the caller gave it.
+    public let path: String
+    /// The system call that failed, for example `inotify_add_watch`; nil for ``Code/emptyPath``.
+    public let function: String?
+    /// The `errno` value behind the error; nil for ``Code/emptyPath``.
+    public let errno: Int32?
+
+    public init(code: Code, path: String, function: String? = nil, errno: Int32? = nil) {
+        self.code = code
+        self.path = path
+        self.function = function
+        self.errno = errno
+    }
+
+    init(_ error: SyscallError, path: String) {
+        let code: Code
+        switch (error.errno, error.function) {
+        case (ENOENT, _): code = .noSuchPath
+        case (ENOTDIR, _): code = .notADirectory
+        case (EACCES, _), (EPERM, _): code = .permissionDenied
+        case (ENAMETOOLONG, _): code = .nameTooLong
+        case (ELOOP, _): code = .symbolicLinkLoop
+        case (ENOSPC, "inotify_add_watch"): code = .watchLimitReached
+        case (EMFILE, "inotify_init1"): code = .instanceLimitReached
+        case (EMFILE, _), (ENFILE, _): code = .descriptorLimitReached
+        case (ENOMEM, _): code = .outOfMemory
+        default: code = .other(errno: error.errno)
+        }
+        self.init(code: code, path: path, function: error.function, errno: error.errno)
+    }
+
+    /// What went wrong and what to do, naming the path.
+    public var description: String {
+        "cannot watch \(quoted(path)): \(reason)"
+    }
+
+    private var reason: String {
+        switch code {
+        case .emptyPath: return "the path is empty; pass a directory such as \".\""
+        case .noSuchPath: return "no such file or directory"
+        case .notADirectory: return "not a directory (a path component, or the path itself, is a file)"
+        case .permissionDenied: return "permission denied; the directory must be readable and searchable"
+        case .nameTooLong: return "the path or one of its names is too long"
+        case .symbolicLinkLoop: return "too many levels of symbolic links (is there a link loop?)"
+        case .watchLimitReached:
+            return "the inotify watch limit is reached (fs.inotify.max_user_watches); this is not a full disk: "
+                + "raise the limit, for example `sysctl fs.inotify.max_user_watches=524288`"
+        case .instanceLimitReached:
+            return "the inotify instance limit is reached (fs.inotify.max_user_instances): other programs of "
+                + "this user hold the instances; raise the limit, for example `sysctl fs.inotify.max_user_instances=1024`"
+        case .descriptorLimitReached:
+            return "too many open files; close some or raise the limit (ulimit -n)"
+        case .outOfMemory: return "the kernel is out of memory"
+        case .other(let code): return "\(function ?? "system call") failed: \(SyscallError.describe(code))"
+        }
+    }
+
+    /// The path in quotes, with control characters escaped so a message stays on one line.
+    private func quoted(_ text: String) -> String {
+        var result = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": result += "\\\""
+            case "\\": result += "\\\\"
+            case "\n": result += "\\n"
+            case "\t": result += "\\t"
+            case _ where scalar.value < 0x20 || scalar.value == 0x7F:
+                result += "\\u{" + String(scalar.value, radix: 16) + "}"
+            default: result.unicodeScalars.append(scalar)
+            }
+        }
+        return result + "\""
+    }
+}

@@ -1,0 +1,65 @@
+import Dispatch
+
+/// One watcher as the event loop sees it: what it watches, and where its changes go.
+///
+/// The loop thread collects a watcher's changes during one wake-up into ``pending`` and hands the
+/// batch to ``queue`` in one block, so a slow delegate delays only its own queue, never the loop's
+/// reading of the kernel queue. Blocks run in the order the loop enqueued them: kernel order.
+final class Subscription: @unchecked Sendable {
+    let root: FileSystemPath
+    let mask: UInt32
+    /// Serial; targets the caller's queue when one was given.
+    let queue: DispatchQueue
+    let gate = DeliveryGate()
+    /// Receives the batches. Set once, before the subscription reaches the loop.
+    weak var receiver: (any ChangeReceiver)?
+
+    // Loop thread only.
+    var descriptors: [Int32] = []
+    var pending: [DirectoryChange] = []
+    var isDirty = false
+    /// No more changes are collected: the watcher left, or its root went away.
+    var isEnded = false
+    /// The pending batch ends the watch (the root was removed or moved).
+    var endsWithBatch = false
+
+    init(root: FileSystemPath, mask: UInt32, queue: DispatchQueue) {
+        self.root = root
+        self.mask = mask
+        self.queue = queue
+    }
+
+    /// Loop thread: adds a change to the batch, folding repeated writes to one file into one.
+    /// Returns true when the batch was empty before.
+    func collect(_ change: DirectoryChange) -> Bool {
+        if change.kind == .modified, let last = pending.last, last == change { return false }
+        pending.append(change)
+        return pending.count == 1
+    }
+
+    /// Loop thread: hands the pending batch to the delivery queue.
+    func flush() {
+        let batch = pending
+        let ends = endsWithBatch
+        pending = []
+        isDirty = false
+        queue.async { self.deliver(batch, ends: ends) }
+    }
+
+    /// Delivery queue.
+    private func deliver(_ batch: [DirectoryChange], ends: Bool) {
+        if gate.enter() {
+            receiver?.receive(batch, through: gate)
+            gate.leave()
+        }
+        if ends { receiver?.rootWentAway() }
+    }
+}
+
+/// What a subscription delivers to: the public watcher types.
+protocol ChangeReceiver: AnyObject, Sendable {
+    /// Called on the delivery queue inside the gate; checks `gate.isOpen` between callbacks.
+    func receive(_ changes: [DirectoryChange], through gate: DeliveryGate)
+    /// Called on the delivery queue after the batch that removed or moved the root.
+    func rootWentAway()
+}

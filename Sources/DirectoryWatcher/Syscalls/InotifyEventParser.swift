@@ -1,0 +1,34 @@
+/// Parses the bytes one `read` of an inotify descriptor returned.
+///
+/// This is the library's only code that reads raw event memory. A record is a 16-byte header
+/// (`wd`, `mask`, `cookie`, `len`, native endian) followed by `len` bytes of NUL-padded name.
+/// Records are variable length, so every field is loaded unaligned and every length is checked
+/// against the bytes actually present before it is used.
+enum InotifyEventParser {
+    static let headerSize = 16
+
+    struct Result: Equatable {
+        var events: [InotifyEvent]
+        /// Bytes at the end that did not form a whole record (0 for anything the kernel writes).
+        var malformedTrailingBytes: Int
+    }
+
+    static func parse(_ bytes: UnsafeRawBufferPointer) -> Result {
+        var events: [InotifyEvent] = []
+        var offset = 0
+        while bytes.count - offset >= headerSize {
+            let wd = bytes.loadUnaligned(fromByteOffset: offset, as: Int32.self)
+            let mask = bytes.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self)
+            let cookie = bytes.loadUnaligned(fromByteOffset: offset + 8, as: UInt32.self)
+            let length = Int(bytes.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self))
+            let nameStart = offset + headerSize
+            guard length <= bytes.count - nameStart else { break }
+            var nameEnd = nameStart
+            while nameEnd < nameStart + length && bytes[nameEnd] != 0 { nameEnd += 1 }
+            let name = nameEnd == nameStart ? [] : Array(bytes[nameStart..<nameEnd])
+            events.append(InotifyEvent(wd: wd, mask: mask, cookie: cookie, name: name))
+            offset = nameStart + length
+        }
+        return Result(events: events, malformedTrailingBytes: bytes.count - offset)
+    }
+}

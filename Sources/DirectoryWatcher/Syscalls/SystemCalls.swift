@@ -1,0 +1,183 @@
+import CDirectoryWatcherShims
+import Glibc
+
+/// The raw system calls the library makes, as replaceable functions.
+///
+/// Each entry has the C signature and convention: it returns -1 and sets `errno` on failure.
+/// ``SystemCalls/live`` calls the kernel; tests replace single entries to inject failures
+/// (`ENOSPC`, `EMFILE`, `EINTR`, …) without root. Nothing else in the library calls these
+/// functions directly: everything goes through ``System``.
+struct SystemCalls: Sendable {
+    var inotifyInit1: @Sendable (_ flags: Int32) -> Int32
+    var inotifyAddWatch: @Sendable (_ fd: Int32, _ path: UnsafePointer<CChar>, _ mask: UInt32) -> Int32
+    var inotifyRmWatch: @Sendable (_ fd: Int32, _ wd: Int32) -> Int32
+    var epollCreate1: @Sendable (_ flags: Int32) -> Int32
+    var epollCtl: @Sendable (_ epfd: Int32, _ op: Int32, _ fd: Int32, _ events: UInt32, _ token: UInt64) -> Int32
+    var epollWait:
+        @Sendable (
+            _ epfd: Int32, _ tokens: UnsafeMutablePointer<UInt64>, _ events: UnsafeMutablePointer<UInt32>,
+            _ max: Int32, _ timeout: Int32
+        ) -> Int32
+    var eventfd: @Sendable (_ initial: UInt32, _ flags: Int32) -> Int32
+    var memfdCreate: @Sendable (_ name: UnsafePointer<CChar>) -> Int32
+    var read: @Sendable (_ fd: Int32, _ buffer: UnsafeMutableRawPointer, _ count: Int) -> Int
+    var write: @Sendable (_ fd: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -> Int
+    var pwrite: @Sendable (_ fd: Int32, _ buffer: UnsafeRawPointer, _ count: Int, _ offset: Int) -> Int
+    var close: @Sendable (_ fd: Int32) -> Int32
+    var getcwd: @Sendable (_ buffer: UnsafeMutablePointer<CChar>, _ size: Int) -> UnsafeMutablePointer<CChar>?
+
+    /// The kernel's own calls.
+    static let live = SystemCalls(
+        inotifyInit1: { Glibc.inotify_init1($0) },
+        inotifyAddWatch: { Glibc.inotify_add_watch($0, $1, $2) },
+        inotifyRmWatch: { Glibc.inotify_rm_watch($0, $1) },
+        epollCreate1: { CDirectoryWatcherShims.epoll_create1($0) },
+        epollCtl: { cdw_epoll_ctl($0, $1, $2, $3, $4) },
+        epollWait: { cdw_epoll_wait($0, $1, $2, $3, $4) },
+        eventfd: { CDirectoryWatcherShims.eventfd($0, $1) },
+        memfdCreate: { cdw_memfd_create($0) },
+        read: { Glibc.read($0, $1, $2) },
+        write: { Glibc.write($0, $1, $2) },
+        pwrite: { Glibc.pwrite($0, $1, $2, off_t($3)) },
+        close: { Glibc.close($0) },
+        getcwd: { Glibc.getcwd($0, $1) }
+    )
+}
+
+/// The one thin layer over ``SystemCalls``: retries on `EINTR`, keeps `errno` in a typed error.
+///
+/// `EBADF` and `EFAULT` mean the library passed a closed descriptor or a bad pointer: those are
+/// programming errors and trap instead of being thrown.
+struct System: Sendable {
+    var calls: SystemCalls
+
+    init(_ calls: SystemCalls = .live) { self.calls = calls }
+
+    /// Runs `body` until it does not fail with `EINTR`; -1 becomes a ``SyscallError``.
+    @inline(__always)
+    private func retrying<Result: FixedWidthInteger>(
+        _ function: String, _ body: () -> Result
+    ) throws(SyscallError) -> Result {
+        while true {
+            let result = body()
+            if result != -1 { return result }
+            let code = Glibc.errno
+            if code == EINTR { continue }
+            precondition(code != EBADF && code != EFAULT, "\(function) failed with \(SyscallError.describe(code))")
+            throw SyscallError(function: function, errno: code)
+        }
+    }
+
+    func inotifyInit() throws(SyscallError) -> Int32 {
+        try retrying("inotify_init1") { calls.inotifyInit1(Int32(IN_NONBLOCK | IN_CLOEXEC)) }
+    }
+
+    /// The corresponding C function is `inotify_add_watch`.
+    func inotifyAddWatch(_ fd: Int32, path: FileSystemPath, mask: UInt32) throws(SyscallError) -> Int32 {
+        try path.withCString { pointer throws(SyscallError) in
+            try retrying("inotify_add_watch") { calls.inotifyAddWatch(fd, pointer, mask) }
+        }
+    }
+
+    /// The corresponding C function is `inotify_rm_watch`.
+    func inotifyRemoveWatch(_ fd: Int32, _ wd: Int32) throws(SyscallError) {
+        _ = try retrying("inotify_rm_watch") { calls.inotifyRmWatch(fd, wd) }
+    }
+
+    func epollCreate() throws(SyscallError) -> Int32 {
+        try retrying("epoll_create1") { calls.epollCreate1(Int32(EPOLL_CLOEXEC)) }
+    }
+
+    /// Registers `fd` for readability, level-triggered, tagged with `token`.
+    func epollAdd(_ epfd: Int32, fd: Int32, token: UInt64) throws(SyscallError) {
+        _ = try retrying("epoll_ctl") { calls.epollCtl(epfd, EPOLL_CTL_ADD, fd, EPOLLIN.rawValue, token) }
+    }
+
+    /// Waits for readiness. `EINTR` returns 0 ready events rather than retrying, so the caller
+    /// recomputes its timeout from the clock.
+    func epollWait(
+        _ epfd: Int32, tokens: UnsafeMutablePointer<UInt64>, events: UnsafeMutablePointer<UInt32>, max: Int32,
+        timeoutMilliseconds: Int32
+    ) throws(SyscallError) -> Int {
+        let count = calls.epollWait(epfd, tokens, events, max, timeoutMilliseconds)
+        if count >= 0 { return Int(count) }
+        let code = Glibc.errno
+        if code == EINTR { return 0 }
+        precondition(code != EBADF && code != EFAULT, "epoll_wait failed with \(SyscallError.describe(code))")
+        throw SyscallError(function: "epoll_wait", errno: code)
+    }
+
+    func eventFD() throws(SyscallError) -> Int32 {
+        try retrying("eventfd") { calls.eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC)) }
+    }
+
+    func memfdCreate(_ name: String) throws(SyscallError) -> Int32 {
+        try FileSystemPath(name).withCString { pointer throws(SyscallError) in
+            try retrying("memfd_create") { calls.memfdCreate(pointer) }
+        }
+    }
+
+    /// Reads into `buffer`; returns nil when the descriptor would block (`EAGAIN`).
+    func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) throws(SyscallError) -> Int? {
+        do {
+            return try retrying("read") { calls.read(fd, buffer.baseAddress!, buffer.count) }
+        } catch where error.errno == EAGAIN {
+            return nil
+        }
+    }
+
+    /// Adds one to an eventfd counter; a full counter (`EAGAIN`) already means "wake up".
+    func signal(eventFD fd: Int32) throws(SyscallError) {
+        var one: UInt64 = 1
+        do {
+            _ = try withUnsafeBytes(of: &one) { bytes throws(SyscallError) in
+                try retrying("write") { calls.write(fd, bytes.baseAddress!, bytes.count) }
+            }
+        } catch where error.errno == EAGAIN {}
+    }
+
+    /// Resets an eventfd counter so level-triggered epoll stops reporting it.
+    func drain(eventFD fd: Int32) throws(SyscallError) {
+        var value: UInt64 = 0
+        _ = try withUnsafeMutableBytes(of: &value) { bytes throws(SyscallError) in
+            try read(fd, into: bytes)
+        }
+    }
+
+    /// Writes one byte at offset 0: the file's size stays one byte, each write raises `IN_MODIFY`.
+    func touch(_ fd: Int32) throws(SyscallError) {
+        var byte: UInt8 = 0
+        _ = try withUnsafeBytes(of: &byte) { bytes throws(SyscallError) in
+            try retrying("pwrite") { calls.pwrite(fd, bytes.baseAddress!, 1, 0) }
+        }
+    }
+
+    /// The process's current directory. The corresponding C function is `getcwd`.
+    func currentDirectory() throws(SyscallError) -> FileSystemPath {
+        var size = 4096
+        while true {
+            var buffer = [CChar](repeating: 0, count: size)
+            let result = buffer.withUnsafeMutableBufferPointer { calls.getcwd($0.baseAddress!, size) }
+            if result != nil {
+                return FileSystemPath(bytes: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) })
+            }
+            let code = Glibc.errno
+            if code == ERANGE && size < 1 << 20 {
+                size *= 4
+                continue
+            }
+            if code == EINTR { continue }
+            throw SyscallError(function: "getcwd", errno: code)
+        }
+    }
+
+    /// Closes `fd`. `EINTR` counts as closed: Linux always releases the descriptor, and a retry
+    /// could close a descriptor another thread has just been given.
+    func close(_ fd: Int32) {
+        let result = calls.close(fd)
+        if result == -1 {
+            let code = Glibc.errno
+            precondition(code != EBADF, "close(\(fd)) failed with EBADF: descriptor closed twice")
+        }
+    }
+}

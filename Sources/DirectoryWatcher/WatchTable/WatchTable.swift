@@ -1,0 +1,81 @@
+/// Which subscribers each kernel watch descriptor serves. Loop thread only.
+///
+/// The kernel gives one watch descriptor per inode and instance: a second `inotify_add_watch` on
+/// the same directory returns the same descriptor. So each descriptor keeps its subscribers, the
+/// kernel mask is the union of what they asked for (added with `IN_MASK_ADD`), and the kernel
+/// watch is removed only when the last subscriber leaves.
+///
+/// The kernel mask is never narrowed while the descriptor lives: narrowing means calling
+/// `inotify_add_watch` on the path again, and by then the path may name another inode. Each
+/// subscriber filters the events it did not ask for instead.
+struct WatchTable<Subscriber: AnyObject> {
+    struct Watch {
+        let subscriber: Subscriber
+        /// The path this subscriber knows the directory by (two subscribers may reach one inode
+        /// through different paths, a symbolic link for one).
+        let directory: FileSystemPath
+        var mask: UInt32
+    }
+
+    struct Entry {
+        var watches: [Watch]
+        var kernelMask: UInt32
+    }
+
+    private(set) var entries: [Int32: Entry] = [:]
+    let inotifyFD: Int32
+    let system: System
+
+    init(inotifyFD: Int32, system: System) {
+        self.inotifyFD = inotifyFD
+        self.system = system
+    }
+
+    /// Watches `directory` for `subscriber`, joining the kernel watch when one exists.
+    /// `flags` are kernel-only bits (`IN_ONLYDIR`, `IN_EXCL_UNLINK`) that do not become events.
+    @discardableResult
+    mutating func add(
+        _ subscriber: Subscriber, directory: FileSystemPath, mask: UInt32, flags: UInt32 = 0
+    ) throws(SyscallError) -> Int32 {
+        let wd = try system.inotifyAddWatch(inotifyFD, path: directory, mask: mask | flags | InotifyMask.maskAdd)
+        if var entry = entries[wd] {
+            entry.kernelMask |= mask
+            if let index = entry.watches.firstIndex(where: { $0.subscriber === subscriber }) {
+                entry.watches[index].mask |= mask
+            } else {
+                entry.watches.append(Watch(subscriber: subscriber, directory: directory, mask: mask))
+            }
+            entries[wd] = entry
+        } else {
+            entries[wd] = Entry(watches: [Watch(subscriber: subscriber, directory: directory, mask: mask)], kernelMask: mask)
+        }
+        return wd
+    }
+
+    /// Removes `subscriber` from `wd`; removes the kernel watch when no subscriber is left.
+    mutating func remove(_ subscriber: Subscriber, from wd: Int32) {
+        guard var entry = entries[wd] else { return }
+        entry.watches.removeAll { $0.subscriber === subscriber }
+        if entry.watches.isEmpty {
+            entries[wd] = nil
+            // EINVAL here means the kernel dropped the watch already (the directory is gone and its
+            // IN_IGNORED is still queued): nothing is left to remove.
+            try? system.inotifyRemoveWatch(inotifyFD, wd)
+        } else {
+            entries[wd] = entry
+        }
+    }
+
+    /// The kernel dropped `wd` (`IN_IGNORED`): forgets it and returns the watches it served.
+    mutating func kernelDropped(_ wd: Int32) -> [Watch] {
+        entries.removeValue(forKey: wd)?.watches ?? []
+    }
+
+    /// The watches `wd` serves; empty for a descriptor that is gone (events still queued for a
+    /// watch removed a moment ago, or the overflow event's -1).
+    func watches(_ wd: Int32) -> [Watch] {
+        entries[wd]?.watches ?? []
+    }
+
+    var count: Int { entries.count }
+}

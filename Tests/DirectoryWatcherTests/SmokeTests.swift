@@ -1,0 +1,6 @@
+import XCTest
+@testable import DirectoryWatcher
+
+final class SmokeTests: XCTestCase {
+    func testBuilds() {}
+}
