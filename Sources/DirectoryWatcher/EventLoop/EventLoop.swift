@@ -83,12 +83,12 @@ final class EventLoop: @unchecked Sendable {
     }
 
     /// The barrier file: an anonymous memory file (nothing in any user directory, nothing left
-    /// behind after a crash) watched for `IN_MODIFY` by this loop's own inotify instance.
+    /// behind after a crash) watched for `IN_ATTRIB` by this loop's own inotify instance.
     private static func openBarrierFile(system: System, inotifyFD: Int32) throws(SyscallError) -> (Int32, Int32) {
         let fd = try system.memfdCreate("directory-watcher-barrier")
         do {
             let wd = try system.inotifyAddWatch(
-                inotifyFD, path: FileSystemPath("/proc/self/fd/\(fd)"), mask: InotifyMask.modify)
+                inotifyFD, path: FileSystemPath("/proc/self/fd/\(fd)"), mask: InotifyMask.attributes)
             return (fd, wd)
         } catch {
             system.close(fd)
@@ -282,7 +282,7 @@ final class EventLoop: @unchecked Sendable {
             return
         }
         if event.wd == barrierWD {
-            if event.has(InotifyMask.modify) { barrierReached() }
+            if event.has(InotifyMask.attributes) { barrierReached() }
             return
         }
         if event.has(InotifyMask.ignored) {
@@ -315,7 +315,9 @@ final class EventLoop: @unchecked Sendable {
         }
         for target in targets where !target.subscriber.isEnded {
             if sources.contains(where: { $0.subscriber === target.subscriber }) { continue }
-            if let change = ChangeTranslation.change(for: to, in: target.directory, mask: target.mask) {
+            if var change = ChangeTranslation.change(for: to, in: target.directory, mask: target.mask) {
+                // Another watcher of this process saw it leave, so its origin is known.
+                change.oldPath = sources.first.map { $0.directory.appending(bytes: from.name) }
                 collect(change, for: target.subscriber)
             }
         }

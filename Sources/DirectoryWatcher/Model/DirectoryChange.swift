@@ -19,7 +19,9 @@ public struct DirectoryChange: Hashable, Sendable, CustomStringConvertible {
         /// holds its previous path. One change, never a removal plus a creation: the kernel's
         /// `IN_MOVED_FROM` and `IN_MOVED_TO` are paired through their cookie.
         case renamed
-        /// An entry was moved into the directory from a place this watcher does not watch.
+        /// An entry was moved into the directory from a place this watcher does not watch. When
+        /// another watcher of this process watches the place it came from,
+        /// ``DirectoryChange/oldPath`` says where that was.
         case movedIn
         /// An entry was moved out of the directory to a place this watcher does not watch.
         case movedOut
@@ -37,7 +39,8 @@ public struct DirectoryChange: Hashable, Sendable, CustomStringConvertible {
     public var kind: Kind
     /// The entry's absolute path.
     public var path: FileSystemPath
-    /// For ``Kind/renamed``, the entry's previous absolute path; nil otherwise.
+    /// For ``Kind/renamed``, the entry's previous absolute path. For ``Kind/movedIn``, where the
+    /// entry came from when another watcher of this process watches that directory. Nil otherwise.
     public var oldPath: FileSystemPath?
     /// Whether the entry is a directory, as the kernel reported it (`IN_ISDIR`).
     public var isDirectory: Bool

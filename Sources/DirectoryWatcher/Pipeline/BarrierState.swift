@@ -1,7 +1,7 @@
 /// Which barrier requests a write to the barrier file will satisfy. Pure; loop thread only.
 ///
-/// A barrier is a one-byte write to a private file that the loop's inotify instance watches. The
-/// kernel queues its `IN_MODIFY` behind every event already queued, so when the loop reads it,
+/// A barrier is a timestamp update on a private file that the loop's inotify instance watches. The
+/// kernel queues its `IN_ATTRIB` behind every event already queued, so when the loop reads it,
 /// every change that happened before the write has been read too. One write is in flight at a
 /// time: the kernel merges identical events at the tail of its queue, so two writes in a row
 /// could come back as one and could not be told apart.

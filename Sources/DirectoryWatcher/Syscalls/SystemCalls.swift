@@ -22,7 +22,7 @@ struct SystemCalls: Sendable {
     var memfdCreate: @Sendable (_ name: UnsafePointer<CChar>) -> Int32
     var read: @Sendable (_ fd: Int32, _ buffer: UnsafeMutableRawPointer, _ count: Int) -> Int
     var write: @Sendable (_ fd: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -> Int
-    var pwrite: @Sendable (_ fd: Int32, _ buffer: UnsafeRawPointer, _ count: Int, _ offset: Int) -> Int
+    var futimens: @Sendable (_ fd: Int32, _ times: UnsafePointer<timespec>) -> Int32
     var close: @Sendable (_ fd: Int32) -> Int32
     var getcwd: @Sendable (_ buffer: UnsafeMutablePointer<CChar>, _ size: Int) -> UnsafeMutablePointer<CChar>?
 
@@ -38,7 +38,7 @@ struct SystemCalls: Sendable {
         memfdCreate: { cdw_memfd_create($0) },
         read: { Glibc.read($0, $1, $2) },
         write: { Glibc.write($0, $1, $2) },
-        pwrite: { Glibc.pwrite($0, $1, $2, off_t($3)) },
+        futimens: { Glibc.futimens($0, $1) },
         close: { Glibc.close($0) },
         getcwd: { Glibc.getcwd($0, $1) }
     )
@@ -144,11 +144,18 @@ struct System: Sendable {
         }
     }
 
-    /// Writes one byte at offset 0: the file's size stays one byte, each write raises `IN_MODIFY`.
+    /// Sets the file's timestamps to now, which raises `IN_ATTRIB` on it.
+    ///
+    /// An attribute change is reported from the inode, whatever the descriptor: writes through a
+    /// memfd's own descriptor raise no `IN_MODIFY` on recent kernels (pseudo files are opened
+    /// without notifications), but its timestamps still do.
     func touch(_ fd: Int32) throws(SyscallError) {
-        var byte: UInt8 = 0
-        _ = try withUnsafeBytes(of: &byte) { bytes throws(SyscallError) in
-            try retrying("pwrite") { calls.pwrite(fd, bytes.baseAddress!, 1, 0) }
+        let now = timespec(tv_sec: 0, tv_nsec: (1 << 30) - 1)  // UTIME_NOW, a macro Swift cannot import
+        var times = (now, now)
+        _ = try withUnsafePointer(to: &times) { pair throws(SyscallError) in
+            try pair.withMemoryRebound(to: timespec.self, capacity: 2) { first throws(SyscallError) in
+                try retrying("futimens") { calls.futimens(fd, first) }
+            }
         }
     }
 

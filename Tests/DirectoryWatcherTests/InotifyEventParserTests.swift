@@ -1,0 +1,87 @@
+import XCTest
+
+@testable import DirectoryWatcher
+
+/// The parser on hand-built bytes: the layout the kernel writes, and what it must never trust.
+final class InotifyEventParserTests: XCTestCase {
+    /// One record as the kernel lays it out: header, name, NUL padding to `paddedLength`.
+    private func record(wd: Int32, mask: UInt32, cookie: UInt32 = 0, name: [UInt8] = [], paddedLength: Int? = nil)
+        -> [UInt8]
+    {
+        let length = paddedLength ?? (name.isEmpty ? 0 : (name.count + 1 + 15) / 16 * 16)
+        var bytes: [UInt8] = []
+        withUnsafeBytes(of: wd) { bytes += $0 }
+        withUnsafeBytes(of: mask) { bytes += $0 }
+        withUnsafeBytes(of: cookie) { bytes += $0 }
+        withUnsafeBytes(of: UInt32(length)) { bytes += $0 }
+        bytes += name + [UInt8](repeating: 0, count: length - name.count)
+        return bytes
+    }
+
+    private func parse(_ bytes: [UInt8]) -> InotifyEventParser.Result {
+        bytes.withUnsafeBytes { InotifyEventParser.parse($0) }
+    }
+
+    func testEmptyBufferHasNoEvents() {
+        XCTAssertEqual(parse([]), .init(events: [], malformedTrailingBytes: 0))
+    }
+
+    func testRecordsOfDifferentLengthsFollowOneAnother() {
+        let bytes =
+            record(wd: 1, mask: InotifyMask.create, name: Array("a".utf8))
+            + record(wd: 2, mask: InotifyMask.deleteSelf)
+            + record(wd: 1, mask: InotifyMask.movedFrom, cookie: 77, name: Array("a-much-longer-name.txt".utf8))
+        XCTAssertEqual(
+            parse(bytes),
+            .init(
+                events: [
+                    InotifyEvent(wd: 1, mask: InotifyMask.create, name: Array("a".utf8)),
+                    InotifyEvent(wd: 2, mask: InotifyMask.deleteSelf),
+                    InotifyEvent(wd: 1, mask: InotifyMask.movedFrom, cookie: 77, name: Array("a-much-longer-name.txt".utf8)),
+                ], malformedTrailingBytes: 0))
+    }
+
+    func testOverflowRecordHasDescriptorMinusOne() {
+        let events = parse(record(wd: -1, mask: InotifyMask.queueOverflow)).events
+        XCTAssertEqual(events.count, 1)
+        XCTAssertTrue(events[0].isOverflow)
+    }
+
+    func testNamesKeepBytesThatAreNotUTF8() {
+        let name: [UInt8] = [0x66, 0xFF, 0xFE, 0x0A, 0x1B]
+        XCTAssertEqual(parse(record(wd: 3, mask: InotifyMask.create, name: name)).events.first?.name, name)
+    }
+
+    func testNameFillingItsWholeLengthNeedsNoTerminator() {
+        let name = Array("exactly-16-bytes".utf8)
+        XCTAssertEqual(parse(record(wd: 3, mask: InotifyMask.create, name: name, paddedLength: 16)).events.first?.name, name)
+    }
+
+    func testRecordsAtOddOffsetsAreReadUnaligned() {
+        // A buffer that starts one byte into an allocation: every field load is misaligned.
+        let bytes = [0xAA] + record(wd: 9, mask: InotifyMask.modify, name: Array("x".utf8))
+        let events = bytes.withUnsafeBytes { InotifyEventParser.parse(UnsafeRawBufferPointer(rebasing: $0[1...])) }.events
+        XCTAssertEqual(events, [InotifyEvent(wd: 9, mask: InotifyMask.modify, name: Array("x".utf8))])
+    }
+
+    func testTruncatedHeaderIsReportedNotRead() {
+        let whole = record(wd: 1, mask: InotifyMask.create, name: Array("ok".utf8))
+        let result = parse(whole + [1, 2, 3, 4, 5])
+        XCTAssertEqual(result.events.count, 1)
+        XCTAssertEqual(result.malformedTrailingBytes, 5)
+    }
+
+    func testLengthBeyondTheBufferIsReportedNotRead() {
+        var bytes = record(wd: 1, mask: InotifyMask.create, name: Array("name".utf8))
+        bytes.removeLast(4)  // the header still says 16 name bytes
+        let result = parse(bytes)
+        XCTAssertEqual(result.events, [])
+        XCTAssertEqual(result.malformedTrailingBytes, bytes.count)
+    }
+
+    func testHugeLengthDoesNotOverflowArithmetic() {
+        var bytes = record(wd: 1, mask: InotifyMask.create)
+        bytes.replaceSubrange(12..<16, with: [0xFF, 0xFF, 0xFF, 0xFF])
+        XCTAssertEqual(parse(bytes).events, [])
+    }
+}

@@ -1,6 +1,0 @@
-import XCTest
-@testable import DirectoryWatcher
-
-final class SmokeTests: XCTestCase {
-    func testBuilds() {}
-}

@@ -1,0 +1,124 @@
+import Dispatch
+import Foundation
+import XCTest
+
+@testable import DirectoryWatcher
+
+/// A fresh directory under the system's temporary directory, removed with everything in it.
+final class TemporaryDirectory {
+    let path: String
+
+    init() {
+        var template = Array((NSTemporaryDirectory() + "DirectoryWatcherTests.XXXXXX").utf8CString)
+        let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
+        precondition(made != nil, "mkdtemp failed: \(String(cString: strerror(errno)))")
+        path = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    deinit {
+        try? FileManager.default.removeItem(atPath: path)
+    }
+
+    func url(_ name: String) -> String { path + "/" + name }
+
+    /// Creates (or truncates) a file, like `touch`, and returns its path.
+    @discardableResult
+    func touch(_ name: String) -> String {
+        let file = url(name)
+        let fd = open(file, O_CREAT | O_WRONLY | O_TRUNC, 0o644)
+        precondition(fd >= 0, "open \(file): \(String(cString: strerror(errno)))")
+        close(fd)
+        return file
+    }
+
+    func write(_ name: String, _ text: String) {
+        let fd = open(url(name), O_WRONLY | O_APPEND)
+        precondition(fd >= 0)
+        var bytes = Array(text.utf8)
+        precondition(Glibc.write(fd, &bytes, bytes.count) == bytes.count)
+        close(fd)
+    }
+
+    @discardableResult
+    func mkdir(_ name: String) -> String {
+        let dir = url(name)
+        precondition(Glibc.mkdir(dir, 0o755) == 0, "mkdir \(dir): \(String(cString: strerror(errno)))")
+        return dir
+    }
+}
+
+/// A delegate that records every batch, thread-safely, and can run a hook on each one.
+final class Recorder: DirectoryWatcherDelegate, @unchecked Sendable {
+    private let lock = NSLock()
+    private var recorded: [DirectoryChange] = []
+    private var batchCount = 0
+    private var didChangeCalls = 0
+    /// Runs inside `didObserve`, on the watcher's queue.
+    var onBatch: (@Sendable (DirectoryWatcher, [DirectoryChange]) -> Void)?
+
+    var changes: [DirectoryChange] { lock.withLock { recorded } }
+    var batches: Int { lock.withLock { batchCount } }
+    var didChangeCount: Int { lock.withLock { didChangeCalls } }
+
+    func directoryDidChange(_ watcher: DirectoryWatcher) {
+        lock.withLock { didChangeCalls += 1 }
+    }
+
+    func directoryWatcher(_ watcher: DirectoryWatcher, didObserve changes: [DirectoryChange]) {
+        lock.withLock {
+            recorded += changes
+            batchCount += 1
+        }
+        onBatch?(watcher, changes)
+    }
+
+    func reset() {
+        lock.withLock { recorded = [] }
+    }
+}
+
+extension XCTestCase {
+    /// Waits, through the library's barrier, until every change made so far has been delivered.
+    func waitForDelivery(_ watcher: DirectoryWatcher, file: StaticString = #filePath, line: UInt = #line) {
+        let delivered = expectation(description: "barrier of \(watcher.path)")
+        watcher.barrier { delivered.fulfill() }
+        wait(for: [delivered], timeout: 20)
+    }
+}
+
+extension DirectoryChange {
+    /// Test shorthand: a change with absolute paths from strings.
+    init(_ kind: Kind, _ path: String, from oldPath: String? = nil, directory: Bool = false) {
+        self.init(kind: kind, path: FileSystemPath(path), oldPath: oldPath.map { FileSystemPath($0) }, isDirectory: directory)
+    }
+}
+
+/// Counts of this process's resources, from /proc.
+enum ProcessResources {
+    static func openDescriptors() -> Int {
+        (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1
+    }
+
+    static func threads() -> Int {
+        (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task").count) ?? -1
+    }
+
+    /// Descriptors that are inotify instances.
+    static func inotifyInstances() -> [Int32] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+        return names.compactMap { name in
+            guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + name),
+                target == "anon_inode:inotify"
+            else { return nil }
+            return Int32(name)
+        }
+    }
+
+    /// Kernel watches of all inotify instances of this process, from their fdinfo.
+    static func kernelWatches() -> Int {
+        inotifyInstances().reduce(0) { total, fd in
+            let info = (try? String(contentsOfFile: "/proc/self/fdinfo/\(fd)", encoding: .utf8)) ?? ""
+            return total + info.split(separator: "\n").filter { $0.hasPrefix("inotify wd:") }.count
+        }
+    }
+}
