@@ -5,7 +5,7 @@ import XCTest
 @testable import DirectoryWatcher
 
 /// A fresh directory under the system's temporary directory, removed with everything in it.
-final class TemporaryDirectory {
+final class TemporaryDirectory: Sendable {
     let path: String
 
     init() {
@@ -101,6 +101,16 @@ enum ProcessResources {
 
     static func threads() -> Int {
         (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task").count) ?? -1
+    }
+
+    /// Threads of this library: the event loop names its thread `EventLoop.threadName`. Dispatch's worker pool grows and shrinks on its own, so tests that
+    /// run callbacks count these.
+    static func loopThreads() -> Int {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+        return tasks.filter { task in
+            let name = (try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8)) ?? ""
+            return name.trimmingCharacters(in: .newlines) == EventLoop.threadName
+        }.count
     }
 
     /// Descriptors that are inotify instances.

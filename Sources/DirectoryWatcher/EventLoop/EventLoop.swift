@@ -25,6 +25,9 @@ final class EventLoop: @unchecked Sendable {
     /// Reads per wake-up before tasks get a turn; epoll is level-triggered, so the rest waits.
     private static let readsPerWakeUp = 16
 
+    /// The thread's name in `ps -L`, `top -H` and debuggers (the kernel keeps 15 bytes).
+    static let threadName = "DirWatcher loop"
+
     let system: System
     private let clock: @Sendable () -> UInt64
 
@@ -170,7 +173,7 @@ final class EventLoop: @unchecked Sendable {
 
     private func run() {
         loopThreadID.store(UInt(bitPattern: Int(bitPattern: pthread_self())), ordering: .relaxed)
-        cdw_set_thread_name("DirectoryWatcher")
+        cdw_set_thread_name(Self.threadName)
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.readBufferSize, alignment: 16)
         let tokens = UnsafeMutablePointer<UInt64>.allocate(capacity: 4)
         let readiness = UnsafeMutablePointer<UInt32>.allocate(capacity: 4)
