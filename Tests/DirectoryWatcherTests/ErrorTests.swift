@@ -1,0 +1,242 @@
+import Foundation
+import XCTest
+
+@testable import DirectoryWatcher
+
+/// Every way `watchFolder` can fail: real failures where the kernel produces them for root too,
+/// injected ones (through the syscall table) where it does not. Each error names the path.
+final class ErrorTests: XCTestCase {
+    private var directory: TemporaryDirectory!
+
+    override func setUp() {
+        directory = TemporaryDirectory()
+    }
+
+    override func tearDown() {
+        directory = nil
+    }
+
+    private func watchError(_ path: String, file: StaticString = #filePath, line: UInt = #line) -> DirectoryWatcherError? {
+        do {
+            let watcher = try DirectoryWatcher.watchFolder(path: path, delegate: Recorder())
+            watcher.invalidate()
+            XCTFail("watching \(path) should fail", file: file, line: line)
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    func testEmptyPath() {
+        let error = watchError("")
+        XCTAssertEqual(error?.code, .emptyPath)
+        XCTAssertEqual(error?.description, #"cannot watch "": the path is empty; pass a directory such as ".""#)
+    }
+
+    func testMissingPath() {
+        let missing = directory.url("not-here")
+        let error = watchError(missing)
+        XCTAssertEqual(error?.code, .noSuchPath)
+        XCTAssertEqual(error?.path, missing)
+        XCTAssertEqual(error?.errno, ENOENT)
+        XCTAssertEqual(error?.description, "cannot watch \"\(missing)\": no such file or directory")
+    }
+
+    func testRegularFile() {
+        let file = directory.touch("plain.txt")
+        let error = watchError(file)
+        XCTAssertEqual(error?.code, .notADirectory)
+        XCTAssertTrue(error!.description.hasPrefix("cannot watch \"\(file)\": not a directory"))
+    }
+
+    func testComponentThatIsAFile() {
+        let file = directory.touch("plain.txt")
+        XCTAssertEqual(watchError(file + "/inside")?.code, .notADirectory)
+    }
+
+    func testNameTooLong() {
+        let long = directory.url(String(repeating: "x", count: 300))
+        let error = watchError(long)
+        XCTAssertEqual(error?.code, .nameTooLong)
+        XCTAssertTrue(error!.description.contains(long))
+    }
+
+    func testSymbolicLinkLoop() {
+        let a = directory.url("a")
+        let b = directory.url("b")
+        symlink(b, a)
+        symlink(a, b)
+        XCTAssertEqual(watchError(a)?.code, .symbolicLinkLoop)
+    }
+
+    func testSymbolicLinkToADirectoryIsFollowed() throws {
+        let target = directory.mkdir("target")
+        let link = directory.url("link")
+        symlink(target, link)
+        let recorder = Recorder()
+        let watcher = try DirectoryWatcher.watchFolder(path: link, delegate: recorder)
+        defer { watcher.invalidate() }
+        XCTAssertEqual(watcher.path, FileSystemPath(link), "the path stays as given")
+        directory.touch("target/through-link")
+        waitForDelivery(watcher)
+        XCTAssertEqual(recorder.changes, [DirectoryChange(.created, link + "/through-link")])
+    }
+
+    func testPathWithControlCharactersStaysOnOneLine() {
+        let error = watchError(directory.url("odd\nname\u{1B}[2J"))
+        XCTAssertEqual(error?.code, .noSuchPath)
+        XCTAssertFalse(error!.description.contains("\n"))
+        XCTAssertFalse(error!.description.contains("\u{1B}"))
+        XCTAssertTrue(error!.description.contains(#"odd\nname\u{1b}[2J"#))
+    }
+
+    // MARK: Injected through the syscall table
+
+    /// Watches `directory` on a loop whose `inotify_add_watch` fails with `code` for user paths
+    /// (the loop's own barrier watch still succeeds).
+    private func injectedAddWatchError(_ code: Int32) throws -> DirectoryWatcherError? {
+        var calls = SystemCalls.live
+        calls.inotifyAddWatch = { fd, path, mask in
+            if String(cString: path).hasPrefix("/proc/self/fd/") { return SystemCalls.live.inotifyAddWatch(fd, path, mask) }
+            Glibc.errno = code
+            return -1
+        }
+        let loop = try EventLoop(system: System(calls))
+        defer { loop.shutdown() }
+        do {
+            _ = try DirectoryWatcher.make(path: directory.path, delegate: Recorder(), queue: nil, loop: loop)
+            XCTFail("the injected \(code) should surface")
+            return nil
+        } catch {
+            XCTAssertEqual(error.path, directory.path)
+            XCTAssertEqual(error.function, "inotify_add_watch")
+            return error
+        }
+    }
+
+    func testPermissionDenied() throws {
+        let error = try injectedAddWatchError(EACCES)
+        XCTAssertEqual(error?.code, .permissionDenied)
+        XCTAssertEqual(error?.description, "cannot watch \"\(directory.path)\": permission denied; the directory must be readable and searchable")
+    }
+
+    func testWatchLimitSaysWatchLimitNotFullDisk() throws {
+        let error = try injectedAddWatchError(ENOSPC)
+        XCTAssertEqual(error?.code, .watchLimitReached)
+        XCTAssertTrue(error!.description.contains("fs.inotify.max_user_watches"))
+        XCTAssertTrue(error!.description.contains("not a full disk"))
+    }
+
+    func testOutOfMemory() throws {
+        XCTAssertEqual(try injectedAddWatchError(ENOMEM)?.code, .outOfMemory)
+    }
+
+    func testUnknownErrnoIsNamed() throws {
+        let error = try injectedAddWatchError(EIO)
+        XCTAssertEqual(error?.code, .other(errno: EIO))
+        XCTAssertTrue(error!.description.contains("inotify_add_watch failed"))
+        XCTAssertTrue(error!.description.contains("EIO"))
+    }
+
+    func testInstanceLimitNamesTheSysctl() {
+        var calls = SystemCalls.live
+        calls.inotifyInit1 = { _ in
+            Glibc.errno = EMFILE
+            return -1
+        }
+        XCTAssertThrowsError(try EventLoop(system: System(calls))) { error in
+            let watchError = DirectoryWatcherError(error as! SyscallError, path: "/srv/x")
+            XCTAssertEqual(watchError.code, .instanceLimitReached)
+            XCTAssertTrue(watchError.description.hasPrefix(#"cannot watch "/srv/x": the inotify instance limit"#))
+            XCTAssertTrue(watchError.description.contains("fs.inotify.max_user_instances"))
+        }
+    }
+
+    func testDescriptorLimitOutsideInotify() {
+        var calls = SystemCalls.live
+        calls.epollCreate1 = { _ in
+            Glibc.errno = EMFILE
+            return -1
+        }
+        XCTAssertThrowsError(try EventLoop(system: System(calls))) { error in
+            XCTAssertEqual(DirectoryWatcherError(error as! SyscallError, path: "/x").code, .descriptorLimitReached)
+        }
+    }
+
+    func testFailedLoopStartClosesWhatItOpened() {
+        let closed = LockedValue<[Int32]>([])
+        let opened = LockedValue<[Int32]>([])
+        var calls = SystemCalls.live
+        calls.inotifyInit1 = { flags in
+            let fd = SystemCalls.live.inotifyInit1(flags)
+            opened.update { $0.append(fd) }
+            return fd
+        }
+        calls.eventfd = { _, _ in
+            Glibc.errno = ENFILE
+            return -1
+        }
+        calls.close = { fd in
+            closed.update { $0.append(fd) }
+            return SystemCalls.live.close(fd)
+        }
+        let descriptors = ProcessResources.openDescriptors()
+        XCTAssertThrowsError(try EventLoop(system: System(calls)))
+        XCTAssertEqual(ProcessResources.openDescriptors(), descriptors)
+        XCTAssertTrue(Set(opened.get()).isSubset(of: Set(closed.get())))
+    }
+
+    func testInterruptedCallsAreRetried() throws {
+        let attempts = LockedValue(0)
+        var calls = SystemCalls.live
+        calls.inotifyAddWatch = { fd, path, mask in
+            var interrupt = false
+            attempts.update {
+                $0 += 1
+                interrupt = $0 <= 3
+            }
+            if interrupt {
+                Glibc.errno = EINTR
+                return -1
+            }
+            return SystemCalls.live.inotifyAddWatch(fd, path, mask)
+        }
+        let loop = try EventLoop(system: System(calls))
+        defer { loop.shutdown() }
+        let recorder = Recorder()
+        let watcher = try DirectoryWatcher.make(path: directory.path, delegate: recorder, queue: nil, loop: loop)
+        defer { watcher.invalidate() }
+        let file = directory.touch("works")
+        waitForDelivery(watcher)
+        XCTAssertEqual(recorder.changes, [DirectoryChange(.created, file)])
+        XCTAssertEqual(attempts.get(), 5, "the barrier's watch interrupted 3 times, then it and the directory's succeeded")
+    }
+
+    func testFailingBarrierWriteStillCompletesBarriers() throws {
+        var calls = SystemCalls.live
+        calls.futimens = { _, _ in
+            Glibc.errno = EIO
+            return -1
+        }
+        let loop = try EventLoop(system: System(calls))
+        defer { loop.shutdown() }
+        let watcher = try DirectoryWatcher.make(path: directory.path, delegate: Recorder(), queue: nil, loop: loop)
+        defer { watcher.invalidate() }
+        for _ in 0..<3 { waitForDelivery(watcher) }
+    }
+
+    func testCurrentDirectoryFailureNamesThePath() throws {
+        var calls = SystemCalls.live
+        calls.getcwd = { _, _ in
+            Glibc.errno = ENOENT
+            return nil
+        }
+        let loop = try EventLoop(system: System(calls))
+        defer { loop.shutdown() }
+        XCTAssertThrowsError(try DirectoryWatcher.make(path: "relative", delegate: Recorder(), queue: nil, loop: loop)) {
+            error in
+            XCTAssertEqual((error as? DirectoryWatcherError)?.code, .noSuchPath)
+            XCTAssertEqual((error as? DirectoryWatcherError)?.function, "getcwd")
+        }
+    }
+}

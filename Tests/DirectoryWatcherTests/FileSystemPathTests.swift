@@ -1,0 +1,83 @@
+import XCTest
+
+@testable import DirectoryWatcher
+
+final class FileSystemPathTests: XCTestCase {
+    func testAbsoluteJoinsAndNormalizesLexically() {
+        let cwd: FileSystemPath = "/home/me"
+        XCTAssertEqual(FileSystemPath.absolute(".", currentDirectory: cwd), "/home/me")
+        XCTAssertEqual(FileSystemPath.absolute("./docs/", currentDirectory: cwd), "/home/me/docs")
+        XCTAssertEqual(FileSystemPath.absolute("a//b/./c", currentDirectory: cwd), "/home/me/a/b/c")
+        XCTAssertEqual(FileSystemPath.absolute("../up", currentDirectory: cwd), "/home/me/../up", ".. is kept")
+        XCTAssertEqual(FileSystemPath.absolute("/", currentDirectory: cwd), "/")
+        XCTAssertEqual(FileSystemPath.absolute("//srv///x/", currentDirectory: cwd), "/srv/x")
+    }
+
+    func testComponents() {
+        let path: FileSystemPath = "/srv/uploads/a.txt"
+        XCTAssertEqual(path.lastComponent, "a.txt")
+        XCTAssertEqual(path.parent, "/srv/uploads")
+        XCTAssertEqual(FileSystemPath("/top").parent, "/")
+        XCTAssertEqual(FileSystemPath("bare").parent, FileSystemPath(bytes: []))
+        XCTAssertEqual(FileSystemPath("/").appending("x"), "/x")
+        XCTAssertEqual(FileSystemPath("/a").appending("b"), "/a/b")
+        XCTAssertEqual(FileSystemPath("/a").appending(FileSystemPath(bytes: [])), "/a")
+    }
+
+    func testBytesThatAreNotUTF8() {
+        let path = FileSystemPath(bytes: [0x2F, 0x61, 0xFF, 0xC3, 0xA9, 0x80])
+        XCTAssertNil(path.string)
+        XCTAssertEqual(path.description, "/a\\xFFé\\x80")
+        XCTAssertEqual(path.withCString { strlen($0) }, 6)
+    }
+
+    func testNulEndsThePath() {
+        XCTAssertEqual(FileSystemPath(bytes: [0x61, 0, 0x62]).bytes, [0x61])
+    }
+
+    func testOrderIsByteOrder() {
+        XCTAssertEqual(["b", "B", "a", "é"].map { FileSystemPath($0) }.sorted(), ["B", "a", "b", "é"])
+    }
+
+    func testChangeDescription() {
+        XCTAssertEqual(DirectoryChange(.renamed, "/d/new", from: "/d/old").description, "renamed /d/old -> /d/new")
+        XCTAssertEqual(DirectoryChange(.created, "/d/sub", directory: true).description, "created /d/sub/")
+    }
+}
+
+final class SystemTests: XCTestCase {
+    func testErrorsKeepFunctionAndErrno() {
+        var calls = SystemCalls.live
+        calls.eventfd = { _, _ in
+            Glibc.errno = EMFILE
+            return -1
+        }
+        XCTAssertThrowsError(try System(calls).eventFD()) { error in
+            XCTAssertEqual(error as? SyscallError, SyscallError(function: "eventfd", errno: EMFILE))
+            XCTAssertEqual("\(error)", "eventfd: Too many open files (EMFILE)")
+        }
+    }
+
+    func testWouldBlockIsNotAnError() throws {
+        var calls = SystemCalls.live
+        calls.read = { _, _, _ in
+            Glibc.errno = EAGAIN
+            return -1
+        }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 16, alignment: 8)
+        defer { buffer.deallocate() }
+        XCTAssertNil(try System(calls).read(3, into: buffer))
+    }
+
+    func testCloseInterruptedCountsAsClosed() {
+        let attempts = LockedValue(0)
+        var calls = SystemCalls.live
+        calls.close = { _ in
+            attempts.update { $0 += 1 }
+            Glibc.errno = EINTR
+            return -1
+        }
+        System(calls).close(12345)
+        XCTAssertEqual(attempts.get(), 1, "never retried: the descriptor is already released")
+    }
+}

@@ -1,0 +1,102 @@
+import XCTest
+
+@testable import DirectoryWatcher
+
+/// The watch table against a fake kernel: descriptors per inode, masks, removal.
+final class WatchTableTests: XCTestCase {
+    private final class Subscriber {}
+
+    /// A fake `inotify_add_watch`/`inotify_rm_watch` pair: one descriptor per path, as the kernel
+    /// gives one per inode, recording every call.
+    private final class FakeKernel: @unchecked Sendable {
+        let calls = LockedValue<[String]>([])
+        let descriptors = LockedValue<[String: Int32]>([:])
+
+        var system: System {
+            var table = SystemCalls.live
+            table.inotifyAddWatch = { [self] _, path, mask in
+                let name = String(cString: path)
+                calls.update { $0.append("add \(name) \(String(mask, radix: 16))") }
+                var wd: Int32 = 0
+                descriptors.update { map in
+                    wd = map[name] ?? Int32(map.count + 1)
+                    map[name] = wd
+                }
+                return wd
+            }
+            table.inotifyRmWatch = { [self] _, wd in
+                calls.update { $0.append("rm \(wd)") }
+                descriptors.update { map in map = map.filter { $0.value != wd } }
+                return 0
+            }
+            return System(table)
+        }
+    }
+
+    func testSecondSubscriberJoinsTheKernelWatchWithTheUnionMask() throws {
+        let kernel = FakeKernel()
+        var table = WatchTable<Subscriber>(inotifyFD: 99, system: kernel.system)
+        let one = Subscriber()
+        let two = Subscriber()
+        let first = try table.add(one, directory: "/d", mask: InotifyMask.create)
+        let second = try table.add(two, directory: "/d", mask: InotifyMask.delete)
+        XCTAssertEqual(first, second)
+        XCTAssertEqual(table.count, 1)
+        XCTAssertEqual(table.entries[first]?.kernelMask, InotifyMask.create | InotifyMask.delete)
+        XCTAssertEqual(table.watches(first).map(\.mask), [InotifyMask.create, InotifyMask.delete])
+        // IN_MASK_ADD makes the kernel OR the masks instead of replacing them.
+        XCTAssertTrue(kernel.calls.get().allSatisfy { $0.hasPrefix("add /d") })
+        XCTAssertTrue(kernel.calls.get().allSatisfy { UInt32($0.split(separator: " ")[2], radix: 16)! & InotifyMask.maskAdd != 0 })
+    }
+
+    func testKernelWatchIsRemovedOnlyWithTheLastSubscriber() throws {
+        let kernel = FakeKernel()
+        var table = WatchTable<Subscriber>(inotifyFD: 99, system: kernel.system)
+        let one = Subscriber()
+        let two = Subscriber()
+        let wd = try table.add(one, directory: "/d", mask: InotifyMask.create)
+        try table.add(two, directory: "/d", mask: InotifyMask.create)
+        table.remove(one, from: wd)
+        XCTAssertFalse(kernel.calls.get().contains("rm \(wd)"))
+        XCTAssertEqual(table.watches(wd).count, 1)
+        table.remove(two, from: wd)
+        XCTAssertEqual(kernel.calls.get().last, "rm \(wd)")
+        XCTAssertEqual(table.count, 0)
+        table.remove(two, from: wd)  // again: nothing to do, no second rm
+        XCTAssertEqual(kernel.calls.get().filter { $0.hasPrefix("rm") }.count, 1)
+    }
+
+    func testSameSubscriberTwiceKeepsOneWatch() throws {
+        let kernel = FakeKernel()
+        var table = WatchTable<Subscriber>(inotifyFD: 99, system: kernel.system)
+        let one = Subscriber()
+        let wd = try table.add(one, directory: "/d", mask: InotifyMask.create)
+        try table.add(one, directory: "/d", mask: InotifyMask.modify)
+        XCTAssertEqual(table.watches(wd).count, 1)
+        XCTAssertEqual(table.watches(wd).first?.mask, InotifyMask.create | InotifyMask.modify)
+    }
+
+    func testKernelDropForgetsTheDescriptorAndReturnsItsWatches() throws {
+        let kernel = FakeKernel()
+        var table = WatchTable<Subscriber>(inotifyFD: 99, system: kernel.system)
+        let one = Subscriber()
+        let wd = try table.add(one, directory: "/d", mask: InotifyMask.create)
+        XCTAssertEqual(table.kernelDropped(wd).count, 1)
+        XCTAssertEqual(table.count, 0)
+        XCTAssertEqual(table.kernelDropped(wd).count, 0, "a second IN_IGNORED is harmless")
+        XCTAssertEqual(table.watches(-1).count, 0, "the overflow descriptor is never in the table")
+    }
+
+    func testFailedAddLeavesTheTableAlone() {
+        var calls = SystemCalls.live
+        calls.inotifyAddWatch = { _, _, _ in
+            Glibc.errno = ENOENT
+            return -1
+        }
+        var table = WatchTable<Subscriber>(inotifyFD: 99, system: System(calls))
+        XCTAssertThrowsError(try table.add(Subscriber(), directory: "/missing", mask: InotifyMask.create)) { error in
+            XCTAssertEqual(error as? SyscallError, SyscallError(function: "inotify_add_watch", errno: ENOENT))
+        }
+        XCTAssertEqual(table.count, 0)
+    }
+}
