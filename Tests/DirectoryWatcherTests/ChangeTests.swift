@@ -155,7 +155,10 @@ final class ChangeTests: XCTestCase {
         rmdir(directory.path)
         XCTAssertEqual(
             delivered(),
-            [DirectoryChange(.removed, directory.url("doomed")), DirectoryChange(.rootRemoved, directory.path, directory: true)])
+            [
+                DirectoryChange(.removed, directory.url("doomed")),
+                DirectoryChange(.rootRemoved, directory.path, directory: true),
+            ])
         XCTAssertFalse(watcher.isValid)
     }
 
@@ -199,8 +202,9 @@ final class ChangeTests: XCTestCase {
         waitForDelivery(queued)
         XCTAssertFalse(onQueue.get().isEmpty)
         XCTAssertEqual(Set(onQueue.get()), ["callbacks"])
-        XCTAssertEqual(other.changes.map(\.path.lastComponent.description), (0..<20).map { "q\($0)" },
-                       "a concurrent queue still gets one batch at a time, in order")
+        XCTAssertEqual(
+            other.changes.map(\.path.lastComponent.description), (0..<20).map { "q\($0)" },
+            "a concurrent queue still gets one batch at a time, in order")
     }
 
     func testClosureForm() throws {

@@ -16,7 +16,9 @@ final class ErrorTests: XCTestCase {
         directory = nil
     }
 
-    private func watchError(_ path: String, file: StaticString = #filePath, line: UInt = #line) -> DirectoryWatcherError? {
+    private func watchError(_ path: String, file: StaticString = #filePath, line: UInt = #line)
+        -> DirectoryWatcherError?
+    {
         do {
             let watcher = try DirectoryWatcher.watchFolder(path: path, delegate: Recorder())
             watcher.invalidate()
@@ -97,7 +99,9 @@ final class ErrorTests: XCTestCase {
     private func injectedAddWatchError(_ code: Int32) throws -> DirectoryWatcherError? {
         var calls = SystemCalls.live
         calls.inotifyAddWatch = { fd, path, mask in
-            if String(cString: path).hasPrefix("/proc/self/fd/") { return SystemCalls.live.inotifyAddWatch(fd, path, mask) }
+            if String(cString: path).hasPrefix("/proc/self/fd/") {
+                return SystemCalls.live.inotifyAddWatch(fd, path, mask)
+            }
             Glibc.errno = code
             return -1
         }
@@ -117,7 +121,9 @@ final class ErrorTests: XCTestCase {
     func testPermissionDenied() throws {
         let error = try injectedAddWatchError(EACCES)
         XCTAssertEqual(error?.code, .permissionDenied)
-        XCTAssertEqual(error?.description, "cannot watch \"\(directory.path)\": permission denied; the directory must be readable and searchable")
+        XCTAssertEqual(
+            error?.description,
+            "cannot watch \"\(directory.path)\": permission denied; the directory must be readable and searchable")
     }
 
     func testWatchLimitSaysWatchLimitNotFullDisk() throws {
@@ -209,7 +215,8 @@ final class ErrorTests: XCTestCase {
         let file = directory.touch("works")
         waitForDelivery(watcher)
         XCTAssertEqual(recorder.changes, [DirectoryChange(.created, file)])
-        XCTAssertEqual(attempts.get(), 5, "the barrier's watch interrupted 3 times, then it and the directory's succeeded")
+        XCTAssertEqual(
+            attempts.get(), 5, "the barrier's watch interrupted 3 times, then it and the directory's succeeded")
     }
 
     func testFailingBarrierWriteStillCompletesBarriers() throws {
@@ -233,7 +240,8 @@ final class ErrorTests: XCTestCase {
         }
         let loop = try EventLoop(system: System(calls))
         defer { loop.shutdown() }
-        XCTAssertThrowsError(try DirectoryWatcher.make(path: "relative", delegate: Recorder(), queue: nil, loop: loop)) {
+        XCTAssertThrowsError(try DirectoryWatcher.make(path: "relative", delegate: Recorder(), queue: nil, loop: loop))
+        {
             error in
             XCTAssertEqual((error as? DirectoryWatcherError)?.code, .noSuchPath)
             XCTAssertEqual((error as? DirectoryWatcherError)?.function, "getcwd")

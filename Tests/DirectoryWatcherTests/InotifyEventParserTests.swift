@@ -37,7 +37,8 @@ final class InotifyEventParserTests: XCTestCase {
                 events: [
                     InotifyEvent(wd: 1, mask: InotifyMask.create, name: Array("a".utf8)),
                     InotifyEvent(wd: 2, mask: InotifyMask.deleteSelf),
-                    InotifyEvent(wd: 1, mask: InotifyMask.movedFrom, cookie: 77, name: Array("a-much-longer-name.txt".utf8)),
+                    InotifyEvent(
+                        wd: 1, mask: InotifyMask.movedFrom, cookie: 77, name: Array("a-much-longer-name.txt".utf8)),
                 ], malformedTrailingBytes: 0))
     }
 
@@ -54,13 +55,15 @@ final class InotifyEventParserTests: XCTestCase {
 
     func testNameFillingItsWholeLengthNeedsNoTerminator() {
         let name = Array("exactly-16-bytes".utf8)
-        XCTAssertEqual(parse(record(wd: 3, mask: InotifyMask.create, name: name, paddedLength: 16)).events.first?.name, name)
+        XCTAssertEqual(
+            parse(record(wd: 3, mask: InotifyMask.create, name: name, paddedLength: 16)).events.first?.name, name)
     }
 
     func testRecordsAtOddOffsetsAreReadUnaligned() {
         // A buffer that starts one byte into an allocation: every field load is misaligned.
         let bytes = [0xAA] + record(wd: 9, mask: InotifyMask.modify, name: Array("x".utf8))
-        let events = bytes.withUnsafeBytes { InotifyEventParser.parse(UnsafeRawBufferPointer(rebasing: $0[1...])) }.events
+        let events = bytes.withUnsafeBytes { InotifyEventParser.parse(UnsafeRawBufferPointer(rebasing: $0[1...])) }
+            .events
         XCTAssertEqual(events, [InotifyEvent(wd: 9, mask: InotifyMask.modify, name: Array("x".utf8))])
     }
 

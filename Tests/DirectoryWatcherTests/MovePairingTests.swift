@@ -118,7 +118,9 @@ final class MovePairingTests: XCTestCase {
         for cookie in UInt32(1)...2_000 { pairing.push(to(cookie, "t\(cookie)"), now: 0) { out.append($0) } }
         XCTAssertEqual(out.count, 4_000)
         for cookie in 1...2_000 {
-            XCTAssertEqual(out[2 * cookie - 2], .move(from: from(UInt32(cookie), "f\(cookie)"), to: to(UInt32(cookie), "t\(cookie)")))
+            XCTAssertEqual(
+                out[2 * cookie - 2],
+                .move(from: from(UInt32(cookie), "f\(cookie)"), to: to(UInt32(cookie), "t\(cookie)")))
             XCTAssertEqual(out[2 * cookie - 1], .event(create("c\(cookie)")))
         }
     }

@@ -22,7 +22,8 @@ final class OverflowTests: XCTestCase {
         let firstRecorder = Recorder()
         let secondRecorder = Recorder()
         let firstWatcher = try DirectoryWatcher.make(path: first.path, delegate: firstRecorder, queue: nil, loop: loop)
-        let secondWatcher = try DirectoryWatcher.make(path: second.path, delegate: secondRecorder, queue: nil, loop: loop)
+        let secondWatcher = try DirectoryWatcher.make(
+            path: second.path, delegate: secondRecorder, queue: nil, loop: loop)
         defer {
             firstWatcher.invalidate()
             secondWatcher.invalidate()

@@ -89,7 +89,8 @@ extension XCTestCase {
 extension DirectoryChange {
     /// Test shorthand: a change with absolute paths from strings.
     init(_ kind: Kind, _ path: String, from oldPath: String? = nil, directory: Bool = false) {
-        self.init(kind: kind, path: FileSystemPath(path), oldPath: oldPath.map { FileSystemPath($0) }, isDirectory: directory)
+        self.init(
+            kind: kind, path: FileSystemPath(path), oldPath: oldPath.map { FileSystemPath($0) }, isDirectory: directory)
     }
 }
 

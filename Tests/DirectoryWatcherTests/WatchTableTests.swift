@@ -46,7 +46,9 @@ final class WatchTableTests: XCTestCase {
         XCTAssertEqual(table.watches(first).map(\.mask), [InotifyMask.create, InotifyMask.delete])
         // IN_MASK_ADD makes the kernel OR the masks instead of replacing them.
         XCTAssertTrue(kernel.calls.get().allSatisfy { $0.hasPrefix("add /d") })
-        XCTAssertTrue(kernel.calls.get().allSatisfy { UInt32($0.split(separator: " ")[2], radix: 16)! & InotifyMask.maskAdd != 0 })
+        XCTAssertTrue(
+            kernel.calls.get().allSatisfy { UInt32($0.split(separator: " ")[2], radix: 16)! & InotifyMask.maskAdd != 0 }
+        )
     }
 
     func testKernelWatchIsRemovedOnlyWithTheLastSubscriber() throws {

@@ -38,9 +38,12 @@ final class EventLoop: @unchecked Sendable {
     private let barrierFD: Int32
     private let barrierWD: Int32
 
-    // Any thread, under the lock.
-    private let inbox = Mutex<(tasks: [Task], stopping: Bool)>(([], false))
-    private let thread = Mutex<pthread_t?>(nil)
+    // Any thread, under `lock`. (A pthread mutex rather than `Synchronization.Mutex`, whose
+    // futex calls ThreadSanitizer cannot see.)
+    private let lock = Lock()
+    private var tasks: [Task] = []
+    private var stopping = false
+    private var thread: pthread_t?
     private let loopThreadID = Atomic<UInt>(0)
 
     // Loop thread only.
@@ -110,7 +113,7 @@ final class EventLoop: @unchecked Sendable {
                 return nil
             }, retained.toOpaque())
         precondition(result == 0, "pthread_create failed: \(SyscallError.describe(result))")
-        thread.withLock { $0 = handle }
+        lock.withLock { thread = handle }
     }
 
     static func monotonicNow() -> UInt64 {
@@ -119,17 +122,19 @@ final class EventLoop: @unchecked Sendable {
         return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
     }
 
-    var isOnLoopThread: Bool { loopThreadID.load(ordering: .relaxed) == UInt(bitPattern: Int(bitPattern: pthread_self())) }
+    var isOnLoopThread: Bool {
+        loopThreadID.load(ordering: .relaxed) == UInt(bitPattern: Int(bitPattern: pthread_self()))
+    }
 
     // MARK: - From any thread
 
     /// Runs `task` on the loop thread. False when the loop is shutting down (the task never runs).
     @discardableResult
     func execute(_ task: @escaping Task) -> Bool {
-        let (accepted, wake) = inbox.withLock { inbox -> (Bool, Bool) in
-            if inbox.stopping { return (false, false) }
-            inbox.tasks.append(task)
-            return (true, inbox.tasks.count == 1)
+        let (accepted, wake) = lock.withLock { () -> (Bool, Bool) in
+            if stopping { return (false, false) }
+            tasks.append(task)
+            return (true, tasks.count == 1)
         }
         // Only the first task since the loop last emptied the inbox needs to wake it.
         if wake { try? system.signal(eventFD: wakeFD) }
@@ -139,29 +144,30 @@ final class EventLoop: @unchecked Sendable {
     /// Runs `body` on the loop thread and returns its result; nil when the loop is shutting down.
     func submitAndWait<Result: Sendable>(_ body: @escaping @Sendable (EventLoop) -> Result) -> Result? {
         precondition(!isOnLoopThread, "submitAndWait on the loop thread would wait for itself")
-        let box = Mutex<Result?>(nil)
+        let box = ResultBox<Result>()
         let done = DispatchSemaphore(value: 0)
-        guard execute({ loop in
-            let value = body(loop)
-            box.withLock { $0 = value }
-            done.signal()
-        }) else { return nil }
+        guard
+            execute({ loop in
+                box.value = body(loop)
+                done.signal()  // the semaphore orders the write before the read below
+            })
+        else { return nil }
         done.wait()
-        return box.withLock { $0 }
+        return box.value
     }
 
     /// Stops the thread and closes the descriptors. Returns once the thread has exited, except on
     /// the loop thread itself, where the thread is detached and exits after this task.
     func shutdown() {
-        let first = inbox.withLock { inbox -> Bool in
-            if inbox.stopping { return false }
-            inbox.stopping = true
-            inbox.tasks.append { loop in loop.running = false }
+        let first = lock.withLock { () -> Bool in
+            if stopping { return false }
+            stopping = true
+            tasks.append { loop in loop.running = false }
             return true
         }
         guard first else { return }
         try? system.signal(eventFD: wakeFD)
-        guard let handle = thread.withLock({ $0 }) else { return }
+        guard let handle = lock.withLock({ thread }) else { return }
         if isOnLoopThread {
             pthread_detach(handle)
         } else {
@@ -214,11 +220,11 @@ final class EventLoop: @unchecked Sendable {
 
     private func runTasks() {
         try? system.drain(eventFD: wakeFD)
-        let tasks = inbox.withLock { inbox -> [Task] in
-            defer { inbox.tasks = [] }
-            return inbox.tasks
+        let batch = lock.withLock { () -> [Task] in
+            defer { tasks = [] }
+            return tasks
         }
-        for task in tasks { task(self) }
+        for task in batch { task(self) }
     }
 
     private func readEvents(into buffer: UnsafeMutableRawBufferPointer) {
@@ -292,7 +298,9 @@ final class EventLoop: @unchecked Sendable {
             // The kernel dropped the watch (directory gone, file system unmounted). A subscriber
             // still here did not see DELETE_SELF, so tell it now.
             for watch in table.kernelDropped(event.wd) where !watch.subscriber.isEnded {
-                collect(DirectoryChange(kind: .rootRemoved, path: watch.directory, isDirectory: true), for: watch.subscriber)
+                collect(
+                    DirectoryChange(kind: .rootRemoved, path: watch.directory, isDirectory: true), for: watch.subscriber
+                )
             }
             return
         }
@@ -308,7 +316,9 @@ final class EventLoop: @unchecked Sendable {
         let targets = table.watches(to.wd)
         for source in sources where !source.subscriber.isEnded {
             if let target = targets.first(where: { $0.subscriber === source.subscriber }) {
-                guard source.mask & InotifyMask.movedFrom != 0 || target.mask & InotifyMask.movedTo != 0 else { continue }
+                guard source.mask & InotifyMask.movedFrom != 0 || target.mask & InotifyMask.movedTo != 0 else {
+                    continue
+                }
                 collect(
                     ChangeTranslation.rename(from: from, in: source.directory, to: to, in: target.directory),
                     for: source.subscriber)
@@ -416,4 +426,9 @@ final class EventLoop: @unchecked Sendable {
 
     /// Loop thread: how many kernel watches the table holds (for tests).
     var watchCount: Int { table.count }
+}
+
+/// Carries a task's result back to the thread waiting for it.
+private final class ResultBox<Value>: @unchecked Sendable {
+    var value: Value?
 }

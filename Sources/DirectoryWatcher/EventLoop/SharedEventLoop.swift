@@ -6,22 +6,29 @@ import Synchronization
 /// nothing has no thread and no descriptors of ours, and creating and invalidating any number of
 /// watchers leaves both counts where they were.
 enum SharedEventLoop {
-    private static let state = Mutex<(loop: EventLoop?, users: Int)>((nil, 0))
+    private final class State: @unchecked Sendable {
+        let lock = Lock()
+        var loop: EventLoop?
+        var users = 0
+    }
+
+    private static let state = State()
 
     static func acquire() throws(SyscallError) -> EventLoop {
-        try state.withLock { state throws(SyscallError) -> EventLoop in
+        try state.lock.withLock { () throws(SyscallError) -> EventLoop in
             if let loop = state.loop {
                 state.users += 1
                 return loop
             }
             let loop = try EventLoop()
-            state = (loop, 1)
+            state.loop = loop
+            state.users = 1
             return loop
         }
     }
 
     static func release() {
-        let last = state.withLock { state -> EventLoop? in
+        let last = state.lock.withLock { () -> EventLoop? in
             state.users -= 1
             guard state.users == 0 else { return nil }
             defer { state.loop = nil }
@@ -33,7 +40,7 @@ enum SharedEventLoop {
     }
 
     /// The running loop, if any (for tests).
-    static var current: EventLoop? { state.withLock { $0.loop } }
+    static var current: EventLoop? { state.lock.withLock { state.loop } }
 }
 
 /// A watcher's hold on its loop, released once.

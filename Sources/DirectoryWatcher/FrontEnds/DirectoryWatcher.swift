@@ -112,7 +112,8 @@ public final class DirectoryWatcher: @unchecked Sendable {
                 absolute = FileSystemPath.absolute(given, currentDirectory: "/")
             } else {
                 do throws(SyscallError) {
-                    absolute = FileSystemPath.absolute(given, currentDirectory: try lease.loop.system.currentDirectory())
+                    absolute = FileSystemPath.absolute(
+                        given, currentDirectory: try lease.loop.system.currentDirectory())
                 } catch {
                     lease.release()
                     throw error

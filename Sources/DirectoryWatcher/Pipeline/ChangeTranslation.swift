@@ -40,8 +40,10 @@ enum ChangeTranslation {
     }
 
     /// A paired move seen by a watcher that watches both ends.
-    static func rename(from: InotifyEvent, in fromDirectory: FileSystemPath, to: InotifyEvent,
-                       in toDirectory: FileSystemPath) -> DirectoryChange {
+    static func rename(
+        from: InotifyEvent, in fromDirectory: FileSystemPath, to: InotifyEvent,
+        in toDirectory: FileSystemPath
+    ) -> DirectoryChange {
         DirectoryChange(
             kind: .renamed, path: toDirectory.appending(bytes: to.name),
             oldPath: fromDirectory.appending(bytes: from.name), isDirectory: to.has(InotifyMask.isDirectory))

@@ -121,7 +121,7 @@ struct System: Sendable {
     func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) throws(SyscallError) -> Int? {
         do {
             return try retrying("read") { calls.read(fd, buffer.baseAddress!, buffer.count) }
-        } catch where error.errno == EAGAIN {
+        } catch  where error.errno == EAGAIN {
             return nil
         }
     }
@@ -133,7 +133,7 @@ struct System: Sendable {
             _ = try withUnsafeBytes(of: &one) { bytes throws(SyscallError) in
                 try retrying("write") { calls.write(fd, bytes.baseAddress!, bytes.count) }
             }
-        } catch where error.errno == EAGAIN {}
+        } catch  where error.errno == EAGAIN {}
     }
 
     /// Resets an eventfd counter so level-triggered epoll stops reporting it.

@@ -47,7 +47,8 @@ struct WatchTable<Subscriber: AnyObject> {
             }
             entries[wd] = entry
         } else {
-            entries[wd] = Entry(watches: [Watch(subscriber: subscriber, directory: directory, mask: mask)], kernelMask: mask)
+            entries[wd] = Entry(
+                watches: [Watch(subscriber: subscriber, directory: directory, mask: mask)], kernelMask: mask)
         }
         return wd
     }
