@@ -5,6 +5,7 @@ let package = Package(
     name: "DirectoryWatcher",
     products: [
         .library(name: "DirectoryWatcher", targets: ["DirectoryWatcher"]),
+        .executable(name: "dirwatch", targets: ["dirwatch"]),
         .executable(name: "document-list", targets: ["document-list"]),
     ],
     targets: [
@@ -14,6 +15,15 @@ let package = Package(
             name: "DirectoryWatcher",
             dependencies: ["CDirectoryWatcherShims"]
         ),
+        // The dirwatch command: its logic in a library so the tests can reach it.
+        .target(
+            name: "DirWatchCLI",
+            dependencies: ["DirectoryWatcher", "CDirectoryWatcherShims"]
+        ),
+        .executableTarget(
+            name: "dirwatch",
+            dependencies: ["DirWatchCLI"]
+        ),
         .executableTarget(
             name: "document-list",
             dependencies: ["DirectoryWatcher"],
@@ -22,6 +32,10 @@ let package = Package(
         .testTarget(
             name: "DirectoryWatcherTests",
             dependencies: ["DirectoryWatcher"]
+        ),
+        .testTarget(
+            name: "DirWatchCLITests",
+            dependencies: ["DirWatchCLI", "DirectoryWatcher"]
         ),
     ],
     swiftLanguageModes: [.v6]

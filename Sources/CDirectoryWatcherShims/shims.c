@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sys/mman.h>
+#include <unistd.h>
 #include "CDirectoryWatcherShims.h"
 
 int cdw_epoll_ctl(int epfd, int op, int fd, uint32_t events, uint64_t token) {
@@ -25,4 +26,8 @@ int cdw_memfd_create(const char *name) {
 
 void cdw_set_thread_name(const char *name) {
     pthread_setname_np(pthread_self(), name);
+}
+
+char *const *cdw_environ(void) {
+    return environ;
 }

@@ -18,5 +18,7 @@ int cdw_epoll_wait(int epfd, uint64_t *tokens, uint32_t *events, int maxevents, 
 int cdw_memfd_create(const char *name);
 /// Names the calling thread, for debuggers and `top -H` (pthread_setname_np, also _GNU_SOURCE).
 void cdw_set_thread_name(const char *name);
+/// The process environment (`environ`), which Swift 6 cannot read as a global variable.
+char *const *cdw_environ(void);
 
 #endif

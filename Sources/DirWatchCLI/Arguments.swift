@@ -1,0 +1,132 @@
+/// What the command line asks for.
+public enum Invocation: Equatable, Sendable {
+    case help
+    case version
+    case watch(Options)
+}
+
+/// The options of a watch, parsed and checked.
+public struct Options: Equatable, Sendable {
+    public var paths: [String] = []
+    public var json = false
+    public var recursive = false
+    public var excludes: [String] = []
+    /// Seconds of quiet before a batch is delivered; nil delivers at once.
+    public var settle: Double?
+    public var once = false
+    /// The command to run after each batch, as argv; nil runs nothing.
+    public var exec: [String]?
+    public var restart = false
+
+    public init() {}
+}
+
+/// A command line that cannot be run as written: exit status 2, one line on stderr.
+public struct UsageError: Error, Equatable, CustomStringConvertible {
+    public var message: String
+    public var description: String { "dirwatch: \(message) (see dirwatch --help)" }
+
+    init(_ message: String) { self.message = message }
+}
+
+/// Parses `dirwatch`'s arguments (without the program name).
+///
+/// Options and paths mix freely; `--` ends the options; `--exec` takes every argument after it as
+/// the command and its arguments, so it comes last.
+public func parseArguments(_ arguments: [String]) throws(UsageError) -> Invocation {
+    var options = Options()
+    var index = 0
+    var optionsEnded = false
+
+    func value(for option: String) throws(UsageError) -> String {
+        guard index + 1 < arguments.count else { throw UsageError("\(option) needs a value") }
+        index += 1
+        return arguments[index]
+    }
+
+    while index < arguments.count {
+        let argument = arguments[index]
+        defer { index += 1 }
+        if optionsEnded || !argument.hasPrefix("-") || argument == "-" {
+            options.paths.append(argument)
+            continue
+        }
+        // --option=value is the same as --option value.
+        var name = argument
+        var inlineValue: String?
+        if argument.hasPrefix("--"), let equals = argument.firstIndex(of: "=") {
+            name = String(argument[..<equals])
+            inlineValue = String(argument[argument.index(after: equals)...])
+        }
+        func optionValue() throws(UsageError) -> String {
+            if let inlineValue { return inlineValue }
+            return try value(for: name)
+        }
+        if inlineValue != nil && !["--exclude", "--settle"].contains(name) {
+            throw UsageError("\(name) takes no value")
+        }
+        switch name {
+        case "--": optionsEnded = true
+        case "-h", "--help": return .help
+        case "-V", "--version": return .version
+        case "-j", "--json": options.json = true
+        case "-r", "--recursive": options.recursive = true
+        case "-1", "--once": options.once = true
+        case "--restart": options.restart = true
+        case "-e", "--exclude":
+            let pattern = try optionValue()
+            guard !pattern.isEmpty else { throw UsageError("--exclude needs a non-empty pattern") }
+            options.excludes.append(pattern)
+        case "--settle":
+            let text = try optionValue()
+            guard let seconds = Double(text), seconds.isFinite, seconds >= 0 else {
+                throw UsageError("--settle takes a number of seconds, not '\(text)'")
+            }
+            options.settle = seconds
+        case "-x", "--exec":
+            let command = Array(arguments[(index + 1)...])
+            guard let program = command.first, !program.isEmpty else { throw UsageError("--exec needs a command") }
+            options.exec = command
+            index = arguments.count
+        default:
+            throw UsageError("unknown option '\(argument)'")
+        }
+    }
+    guard !options.paths.isEmpty else { throw UsageError("no directory to watch") }
+    if let empty = options.paths.first(where: \.isEmpty) {
+        _ = empty
+        throw UsageError("an empty path is not a directory; use . for the current one")
+    }
+    if options.restart && options.exec == nil { throw UsageError("--restart goes with --exec") }
+    return .watch(options)
+}
+
+public let usage = """
+    usage: dirwatch [options] PATH... [--exec COMMAND [ARG...]]
+
+    Watch each directory PATH and print its changes, one line each, until interrupted.
+    Once every watch is in place, "Watches established." is written to stderr.
+
+    options:
+      -j, --json            one JSON object per change and line (kind, path, isDirectory, oldPath)
+      -e, --exclude GLOB    ignore changes whose name, or path below the watched directory, matches
+                            GLOB (fnmatch(3); repeatable)
+      -1, --once            exit 0 after the first batch of changes
+      -x, --exec CMD [ARG...]
+                            run CMD with ARGs after each batch (never through a shell; runs never
+                            overlap); it gets the batch as JSON lines on stdin and the changed paths,
+                            one per line, in DIRWATCH_PATHS. Must come last.
+          --restart         with --exec: stop a run still going (SIGTERM to its process group)
+                            and start again, as entr -r does
+      -r, --recursive       watch subdirectories too (not available yet)
+          --settle SECONDS  deliver a batch once the directory has been quiet that long
+                            (not available yet)
+      -h, --help            show this help
+      -V, --version         show the version
+
+    exit status: 0 interrupted (SIGINT, SIGTERM), --once done, or stdout closed; 1 a watch could
+    not be set up; 2 usage error; 3 every watched directory was removed or moved away.
+    Colour is used when stdout is a terminal and NO_COLOR is not set.
+    """
+
+public let version = "dirwatch 0.1.0 (DirectoryWatcher, inotify + epoll)"

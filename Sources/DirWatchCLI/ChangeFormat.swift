@@ -1,0 +1,47 @@
+import DirectoryWatcher
+
+/// The two output formats, each one line per change.
+public enum ChangeFormat {
+    /// `kind path` (or `renamed old -> new`), directories with a trailing `/`, names escaped
+    /// (see `Escaping.text`). With `color`, the kind is coloured with ANSI escapes.
+    public static func text(_ change: DirectoryChange, color: Bool, into output: inout [UInt8]) {
+        let kind = change.kind.rawValue
+        if color { output += Array("\u{1B}[\(colorCode(change.kind))m".utf8) }
+        output += Array(kind.utf8)
+        if color { output += Array("\u{1B}[0m".utf8) }
+        output += [UInt8](repeating: UInt8(ascii: " "), count: max(1, 18 - kind.utf8.count))
+        if let oldPath = change.oldPath {
+            Escaping.text(oldPath, into: &output)
+            if change.isDirectory { output.append(UInt8(ascii: "/")) }
+            output += Array(" -> ".utf8)
+        }
+        Escaping.text(change.path, into: &output)
+        if change.isDirectory && change.path.bytes != [UInt8(ascii: "/")] { output.append(UInt8(ascii: "/")) }
+        output.append(UInt8(ascii: "\n"))
+    }
+
+    /// `{"kind":…,"path":…,"isDirectory":…[,"oldPath":…]}` and a newline. Every line is valid JSON;
+    /// a path that is not UTF-8 also comes as `pathBytes` / `oldPathBytes` in base64.
+    public static func json(_ change: DirectoryChange, into output: inout [UInt8]) {
+        output += Array("{\"kind\":\"\(change.kind.rawValue)\",".utf8)
+        Escaping.jsonPath(key: "path", change.path, into: &output)
+        output += Array(",\"isDirectory\":\(change.isDirectory)".utf8)
+        if let oldPath = change.oldPath {
+            output.append(UInt8(ascii: ","))
+            Escaping.jsonPath(key: "oldPath", oldPath, into: &output)
+        }
+        output += Array("}\n".utf8)
+    }
+
+    private static func colorCode(_ kind: DirectoryChange.Kind) -> String {
+        switch kind {
+        case .created, .movedIn: return "32"  // green
+        case .removed, .movedOut: return "31"  // red
+        case .modified: return "33"  // yellow
+        case .attributesChanged: return "35"  // magenta
+        case .renamed: return "36"  // cyan
+        case .rootRemoved, .rootMoved, .overflow: return "1;31"  // bold red
+        @unknown default: return "0"
+        }
+    }
+}

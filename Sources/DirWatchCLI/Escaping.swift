@@ -1,0 +1,131 @@
+import DirectoryWatcher
+
+/// How paths are written so that no file name can move the cursor or forge a line.
+enum Escaping {
+    /// A path for the terminal: printable UTF-8 as is; `\` as `\\`; `\n`, `\t`, `\r`; other control
+    /// characters, Unicode line separators and bidirectional overrides as `\u{XXXX}`; bytes that
+    /// are not UTF-8 as `\xNN`. Unambiguous: every backslash in the output starts an escape.
+    static func text(_ path: FileSystemPath, into output: inout [UInt8]) {
+        let bytes = path.bytes
+        if bytes.allSatisfy({ $0 >= 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "\\") }) {
+            output += bytes
+            return
+        }
+        var index = 0
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte < 0x80 {
+                switch byte {
+                case UInt8(ascii: "\\"): output += Array(#"\\"#.utf8)
+                case UInt8(ascii: "\n"): output += Array(#"\n"#.utf8)
+                case UInt8(ascii: "\t"): output += Array(#"\t"#.utf8)
+                case UInt8(ascii: "\r"): output += Array(#"\r"#.utf8)
+                case 0..<0x20, 0x7F: output += Array("\\u{\(hex(UInt32(byte), width: 2))}".utf8)
+                default: output.append(byte)
+                }
+                index += 1
+                continue
+            }
+            guard let (scalar, length) = decodeScalar(bytes, at: index) else {
+                output += Array("\\x\(hex(UInt32(byte), width: 2))".utf8)
+                index += 1
+                continue
+            }
+            if isUnsafeForTerminal(scalar) {
+                output += Array("\\u{\(hex(scalar.value, width: 4))}".utf8)
+            } else {
+                output += bytes[index..<index + length]
+            }
+            index += length
+        }
+    }
+
+    /// A JSON string literal (with quotes) for `text`: `"` and `\` escaped, control characters and
+    /// U+2028/U+2029 as `\uXXXX` (so the line stays one line and valid JavaScript too).
+    static func jsonString(_ text: String, into output: inout [UInt8]) {
+        output.append(UInt8(ascii: "\""))
+        let bytes = Array(text.utf8)
+        var index = 0
+        while index < bytes.count {
+            let byte = bytes[index]
+            switch byte {
+            case UInt8(ascii: "\""): output += Array(#"\""#.utf8)
+            case UInt8(ascii: "\\"): output += Array(#"\\"#.utf8)
+            case UInt8(ascii: "\n"): output += Array(#"\n"#.utf8)
+            case UInt8(ascii: "\t"): output += Array(#"\t"#.utf8)
+            case UInt8(ascii: "\r"): output += Array(#"\r"#.utf8)
+            case 0..<0x20: output += Array("\\u\(hex(UInt32(byte), width: 4))".utf8)
+            case 0xE2 where index + 2 < bytes.count && bytes[index + 1] == 0x80 && (bytes[index + 2] & 0xFE) == 0xA8:
+                // U+2028 LINE SEPARATOR, U+2029 PARAGRAPH SEPARATOR: legal in JSON, line breaks elsewhere.
+                output += Array((bytes[index + 2] == 0xA8 ? #"\u2028"# : #"\u2029"#).utf8)
+                index += 2
+            default: output.append(byte)
+            }
+            index += 1
+        }
+        output.append(UInt8(ascii: "\""))
+    }
+
+    /// JSON for a path: `"key":"…"`, and when the path is not valid UTF-8, also
+    /// `"keyBytes":"<base64 of the exact bytes>"` (the text then shows U+FFFD for those bytes).
+    static func jsonPath(key: String, _ path: FileSystemPath, into output: inout [UInt8]) {
+        output += Array("\"\(key)\":".utf8)
+        if let text = path.string {
+            jsonString(text, into: &output)
+        } else {
+            jsonString(String(decoding: path.bytes, as: UTF8.self), into: &output)
+            output += Array(",\"\(key)Bytes\":\"".utf8)
+            base64(path.bytes, into: &output)
+            output.append(UInt8(ascii: "\""))
+        }
+    }
+
+    static func base64(_ bytes: [UInt8], into output: inout [UInt8]) {
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+        var index = 0
+        while index < bytes.count {
+            let chunk = bytes[index..<min(index + 3, bytes.count)]
+            var value: UInt32 = 0
+            for (offset, byte) in chunk.enumerated() { value |= UInt32(byte) << (16 - 8 * UInt32(offset)) }
+            for position in 0..<4 {
+                if position <= chunk.count {
+                    output.append(alphabet[Int((value >> (18 - 6 * UInt32(position))) & 0x3F)])
+                } else {
+                    output.append(UInt8(ascii: "="))
+                }
+            }
+            index += 3
+        }
+    }
+
+    /// Scalars that could reorder or break what a terminal shows: C1 controls, line and paragraph
+    /// separators, bidirectional embeddings, overrides and isolates.
+    private static func isUnsafeForTerminal(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
+        case 0x80...0x9F, 0x2028, 0x2029, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069, 0x061C: return true
+        default: return false
+        }
+    }
+
+    /// The valid UTF-8 scalar starting at `index`, with its length in bytes.
+    private static func decodeScalar(_ bytes: [UInt8], at index: Int) -> (Unicode.Scalar, Int)? {
+        let lead = bytes[index]
+        let length: Int
+        switch lead {
+        case 0xC2...0xDF: length = 2
+        case 0xE0...0xEF: length = 3
+        case 0xF0...0xF4: length = 4
+        default: return nil
+        }
+        guard index + length <= bytes.count,
+            let text = String(validating: bytes[index..<index + length], as: UTF8.self),
+            let scalar = text.unicodeScalars.first
+        else { return nil }
+        return (scalar, length)
+    }
+
+    static func hex(_ value: UInt32, width: Int) -> String {
+        let digits = String(value, radix: 16, uppercase: true)
+        return String(repeating: "0", count: max(0, width - digits.count)) + digits
+    }
+}

@@ -1,0 +1,296 @@
+import Foundation
+import XCTest
+
+/// `dirwatch` driven as a script would drive it: start it, wait for "Watches established.",
+/// make changes, read its lines. No sleeps: every wait is for a line or for the process to end.
+final class EndToEndTests: XCTestCase {
+    /// The `dirwatch` binary that `swift test` built next to the test bundle.
+    private static let binary: URL = {
+        var directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        if directory.lastPathComponent == "MacOS" || directory.pathExtension == "xctest" {
+            directory.deleteLastPathComponent()
+        }
+        return directory.appendingPathComponent("dirwatch")
+    }()
+
+    private var directory: URL!
+
+    override func setUpWithError() throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("dirwatch-e2e-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        XCTAssertTrue(FileManager.default.isExecutableFile(atPath: Self.binary.path), "missing \(Self.binary.path)")
+    }
+
+    override func tearDown() {
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    private func path(_ name: String) -> String { directory.appendingPathComponent(name).path }
+
+    /// Creates an empty file in place (FileManager.createFile would save through a temporary
+    /// file and a rename, which dirwatch rightly reports as such).
+    private func touch(_ path: String, file: StaticString = #filePath, line: UInt = #line) {
+        let fd = open(path, O_CREAT | O_WRONLY, 0o644)
+        XCTAssertGreaterThanOrEqual(fd, 0, "open \(path)", file: file, line: line)
+        close(fd)
+    }
+
+    func testEveryKindAsJSON() throws {
+        let run = try Run(Self.binary, ["--json", directory.path])
+        try run.waitUntilEstablished()
+        let outside = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "dirwatch-outside-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: outside, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: outside) }
+
+        touch(path("a"))
+        XCTAssertEqual(try run.nextJSON(), ["kind": "created", "path": path("a"), "isDirectory": false])
+        let handle = try XCTUnwrap(FileHandle(forWritingAtPath: path("a")))
+        handle.write(Data("hello".utf8))
+        try handle.close()
+        XCTAssertEqual(try run.nextJSON(), ["kind": "modified", "path": path("a"), "isDirectory": false])
+        XCTAssertEqual(rename(path("a"), path("b")), 0)
+        XCTAssertEqual(
+            try run.nextJSON(), ["kind": "renamed", "path": path("b"), "oldPath": path("a"), "isDirectory": false])
+        XCTAssertEqual(rename(path("b"), outside.appendingPathComponent("b").path), 0)
+        XCTAssertEqual(try run.nextJSON(), ["kind": "movedOut", "path": path("b"), "isDirectory": false])
+        XCTAssertEqual(rename(outside.appendingPathComponent("b").path, path("c")), 0)
+        XCTAssertEqual(try run.nextJSON(), ["kind": "movedIn", "path": path("c"), "isDirectory": false])
+        XCTAssertEqual(chmod(path("c"), 0o600), 0)
+        XCTAssertEqual(try run.nextJSON(), ["kind": "attributesChanged", "path": path("c"), "isDirectory": false])
+        XCTAssertEqual(unlink(path("c")), 0)
+        XCTAssertEqual(try run.nextJSON(), ["kind": "removed", "path": path("c"), "isDirectory": false])
+        XCTAssertEqual(mkdir(path("sub"), 0o755), 0)
+        XCTAssertEqual(try run.nextJSON(), ["kind": "created", "path": path("sub"), "isDirectory": true])
+        XCTAssertEqual(rmdir(path("sub")), 0)
+        XCTAssertEqual(try run.nextJSON(), ["kind": "removed", "path": path("sub"), "isDirectory": true])
+
+        XCTAssertEqual(rmdir(directory.path), 0)
+        XCTAssertEqual(try run.nextJSON(), ["kind": "rootRemoved", "path": directory.path, "isDirectory": true])
+        XCTAssertEqual(try run.waitForExit(), 3)
+        XCTAssertEqual(run.remainingOutput(), "", "no extra lines")
+    }
+
+    func testOddNamesAreValidJSONAndReversible() throws {
+        let run = try Run(Self.binary, ["--json", directory.path])
+        try run.waitUntilEstablished()
+        let names = ["with space", "new\nline", "quote\"d", "back\\slash", "\u{1B}[2Jescape", "tab\t"]
+        for name in names {
+            touch(path(name))
+            XCTAssertEqual(try run.nextJSON()["path"] as? String, path(name))
+        }
+        let raw: [UInt8] = Array(directory.path.utf8) + Array("/bytes-".utf8) + [0xFF, 0x80]
+        let fd = open(raw.map { CChar(bitPattern: $0) } + [0], O_CREAT | O_WRONLY, 0o644)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        close(fd)
+        let object = try run.nextJSON()
+        XCTAssertEqual(Data(base64Encoded: try XCTUnwrap(object["pathBytes"] as? String)).map(Array.init), raw)
+        run.terminate()
+        XCTAssertEqual(try run.waitForExit(), 0, "SIGTERM ends dirwatch cleanly")
+    }
+
+    func testTextOutputAndExclude() throws {
+        let run = try Run(Self.binary, ["--exclude", "*.swp", directory.path])
+        try run.waitUntilEstablished()
+        touch(path(".doc.swp"))
+        touch(path("doc"))
+        XCTAssertEqual(try run.nextLine(), "created           \(path("doc"))", "the excluded file never shows")
+        touch(path("line\nbreak"))
+        XCTAssertEqual(try run.nextLine(), "created           \(path("line\\nbreak"))")
+        run.interrupt()
+        XCTAssertEqual(try run.waitForExit(), 0, "SIGINT ends dirwatch cleanly")
+    }
+
+    func testOnceExitsAfterTheFirstBatch() throws {
+        let run = try Run(Self.binary, ["--once", "--json", directory.path])
+        try run.waitUntilEstablished()
+        touch(path("first"))
+        XCTAssertEqual(try run.nextJSON()["path"] as? String, path("first"))
+        XCTAssertEqual(try run.waitForExit(), 0)
+    }
+
+    func testExecGetsTheBatchOnStdinAndInTheEnvironment() throws {
+        let out = FileManager.default.temporaryDirectory.appendingPathComponent("dirwatch-exec-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: out) }
+        let script = "cat > \"$1.stdin\"; printf '%s' \"$DIRWATCH_PATHS\" > \"$1.env\"; exit 7"
+        let run = try Run(Self.binary, ["--once", directory.path, "--exec", "/bin/sh", "-c", script, "sh", out.path])
+        try run.waitUntilEstablished()
+        touch(path("built"))
+        XCTAssertEqual(try run.waitForExit(), 7, "--once with --exec exits with the command's status")
+        let stdin = try String(contentsOfFile: out.path + ".stdin", encoding: .utf8)
+        let object =
+            try JSONSerialization.jsonObject(with: Data(stdin.split(separator: "\n")[0].utf8)) as? [String: Any]
+        XCTAssertEqual(object?["path"] as? String, path("built"))
+        XCTAssertEqual(try String(contentsOfFile: out.path + ".env", encoding: .utf8), path("built"))
+        XCTAssertEqual(run.remainingOutput(), "", "with --exec, changes go to the command, not to stdout")
+    }
+
+    func testRestartStopsTheRunningCommand() throws {
+        let fifo = FileManager.default.temporaryDirectory.appendingPathComponent("dirwatch-fifo-\(UUID().uuidString)")
+            .path
+        XCTAssertEqual(mkfifo(fifo, 0o600), 0)
+        defer { unlink(fifo) }
+        let reader = open(fifo, O_RDWR)  // read-write: opening never blocks, and writers never see EOF
+        defer { close(reader) }
+        // Each run says its pid, then waits forever (until dirwatch stops it).
+        let script = "echo $$ > \"$1\"; exec tail -f /dev/null"
+        let run = try Run(Self.binary, [directory.path, "--restart", "--exec", "/bin/sh", "-c", script, "sh", fifo])
+        try run.waitUntilEstablished()
+        touch(path("one"))
+        let first = try XCTUnwrap(pid_t(readLine(reader)))
+        XCTAssertEqual(kill(first, 0), 0, "the first run is going")
+        touch(path("two"))
+        let second = try XCTUnwrap(pid_t(readLine(reader)))
+        XCTAssertNotEqual(first, second)
+        XCTAssertEqual(kill(first, 0), -1, "the first run was stopped before the second started")
+        run.terminate()
+        XCTAssertEqual(try run.waitForExit(), 0)
+        XCTAssertEqual(kill(second, 0), -1, "stopping dirwatch stops its command")
+    }
+
+    func testBadPathsFailWithOneLine() throws {
+        let file = path("plain")
+        touch(file)
+        let cases: [([String], Int32, String)] = [
+            ([path("missing")], 1, "dirwatch: cannot watch \"\(path("missing"))\": no such file or directory"),
+            ([file], 1, "dirwatch: cannot watch \"\(file)\": not a directory"),
+            ([""], 2, "dirwatch: an empty path is not a directory; use . for the current one (see dirwatch --help)"),
+            (["--recursive", directory.path], 2, "dirwatch: --recursive is not available yet"),
+            (
+                [directory.path, "--exec", "no-such-command-xyz"], 2,
+                "dirwatch: --exec: command not found: 'no-such-command-xyz'"
+            ),
+        ]
+        for (arguments, status, message) in cases {
+            let run = try Run(Self.binary, arguments)
+            XCTAssertEqual(try run.waitForExit(), status, "\(arguments)")
+            let errors = run.errorOutput()
+            XCTAssertTrue(errors.hasPrefix(message), "\(arguments): \(errors)")
+            XCTAssertEqual(errors.filter { $0 == "\n" }.count, 1, "one line: \(errors)")
+        }
+    }
+
+    private func readLine(_ fd: Int32) -> String {
+        var line: [UInt8] = []
+        var byte: UInt8 = 0
+        while read(fd, &byte, 1) == 1 && byte != UInt8(ascii: "\n") { line.append(byte) }
+        return String(decoding: line, as: UTF8.self)
+    }
+}
+
+/// A running `dirwatch`, its stdout read line by line on another thread.
+private final class Run: @unchecked Sendable {
+    private let process = Process()
+    private let stdout = Pipe()
+    private let stderr = Pipe()
+    private let lock = NSCondition()
+    private var lines: [String] = []
+    private var partial = Data()
+    private var stdoutClosed = false
+    private var errors = Data()
+    private var stderrClosed = false
+    private var established = false
+
+    struct TimedOut: Error, CustomStringConvertible {
+        var what: String
+        var description: String { "timed out waiting for \(what)" }
+    }
+
+    init(_ binary: URL, _ arguments: [String]) throws {
+        process.executableURL = binary
+        process.arguments = arguments
+        process.standardOutput = stdout
+        process.standardError = stderr
+        var environment = ProcessInfo.processInfo.environment
+        environment["NO_COLOR"] = "1"
+        process.environment = environment
+        try process.run()
+        Thread.detachNewThread { [self] in readLoop(stdout.fileHandleForReading, isError: false) }
+        Thread.detachNewThread { [self] in readLoop(stderr.fileHandleForReading, isError: true) }
+    }
+
+    private func readLoop(_ handle: FileHandle, isError: Bool) {
+        while true {
+            let chunk = handle.availableData
+            lock.lock()
+            if isError {
+                errors.append(chunk)
+                if String(decoding: errors, as: UTF8.self).contains("Watches established.\n") { established = true }
+                if chunk.isEmpty { stderrClosed = true }
+            } else {
+                partial.append(chunk)
+                while let newline = partial.firstIndex(of: UInt8(ascii: "\n")) {
+                    lines.append(String(decoding: partial[partial.startIndex..<newline], as: UTF8.self))
+                    partial = Data(partial[(newline + 1)...])
+                }
+                if chunk.isEmpty { stdoutClosed = true }
+            }
+            lock.broadcast()
+            lock.unlock()
+            if chunk.isEmpty { return }
+        }
+    }
+
+    /// Waits for `condition` (checked under the lock) for up to 20 seconds.
+    private func wait(for what: String, _ condition: () -> Bool) throws {
+        lock.lock()
+        defer { lock.unlock() }
+        let deadline = Date(timeIntervalSinceNow: 20)
+        while !condition() {
+            guard lock.wait(until: deadline) else { throw TimedOut(what: what) }
+        }
+    }
+
+    func waitUntilEstablished() throws {
+        do {
+            try wait(for: "Watches established.") { established || stderrClosed }
+        } catch {
+            XCTFail("dirwatch never said Watches established.")
+            throw error
+        }
+        XCTAssertTrue(established, "dirwatch ended before it was ready: \(errorOutput())")
+    }
+
+    func nextLine() throws -> String {
+        do {
+            try wait(for: "a line") { !lines.isEmpty || stdoutClosed }
+        } catch {
+            XCTFail("no line from dirwatch")
+            throw error
+        }
+        lock.lock()
+        defer { lock.unlock() }
+        guard !lines.isEmpty else {
+            XCTFail("dirwatch closed stdout: \(String(decoding: errors, as: UTF8.self))")
+            return ""
+        }
+        return lines.removeFirst()
+    }
+
+    func nextJSON() throws -> NSDictionary {
+        let line = try nextLine()
+        return try XCTUnwrap(JSONSerialization.jsonObject(with: Data(line.utf8)) as? NSDictionary, line)
+    }
+
+    func interrupt() { kill(process.processIdentifier, SIGINT) }
+    func terminate() { kill(process.processIdentifier, SIGTERM) }
+
+    func waitForExit() throws -> Int32 {
+        process.waitUntilExit()
+        try wait(for: "stdout to close") { stdoutClosed }
+        return process.terminationStatus
+    }
+
+    func remainingOutput() -> String {
+        lock.lock()
+        defer { lock.unlock() }
+        return lines.joined(separator: "\n") + String(decoding: partial, as: UTF8.self)
+    }
+
+    func errorOutput() -> String {
+        _ = try? wait(for: "stderr to close") { stderrClosed }
+        lock.lock()
+        defer { lock.unlock() }
+        return String(decoding: errors, as: UTF8.self)
+    }
+}
