@@ -1,0 +1,54 @@
+/// The changes in one directory as an asynchronous sequence.
+///
+/// ```swift
+/// for await change in try DirectoryWatcher.changes(path: "/srv/uploads") {
+///     print(change)
+/// }
+/// // The loop ends when the directory is removed or moved (after that change).
+/// ```
+///
+/// The sequence owns its watcher: the watch lasts while the sequence or an iterator of it exists,
+/// and ends when the loop ends, its task is cancelled, or the sequence is dropped. Changes are
+/// buffered without limit, so none is lost while the consumer is busy.
+public struct DirectoryChanges: AsyncSequence, Sendable {
+    public typealias Element = DirectoryChange
+    public typealias Failure = Never
+
+    /// The watched directory's absolute path.
+    public let path: FileSystemPath
+    private let stream: AsyncStream<DirectoryChange>
+
+    init(path: FileSystemPath, stream: AsyncStream<DirectoryChange>) {
+        self.path = path
+        self.stream = stream
+    }
+
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        var base: AsyncStream<DirectoryChange>.Iterator
+
+        public mutating func next() async -> DirectoryChange? {
+            await base.next()
+        }
+    }
+
+    public func makeAsyncIterator() -> AsyncIterator {
+        AsyncIterator(base: stream.makeAsyncIterator())
+    }
+}
+
+extension DirectoryWatcher {
+    /// Watches the directory at `path` and returns its changes as an asynchronous sequence.
+    ///
+    /// - Throws: ``DirectoryWatcherError``, naming the path and the cause.
+    public static func changes(path: String) throws(DirectoryWatcherError) -> DirectoryChanges {
+        let (stream, continuation) = AsyncStream.makeStream(of: DirectoryChange.self, bufferingPolicy: .unbounded)
+        let watcher = try watchFolder(path: path) { changes in
+            for change in changes { continuation.yield(change) }
+            if changes.contains(where: ChangeTranslation.endsWatch) { continuation.finish() }
+        }
+        // Holds the watcher until the sequence ends: finished, cancelled, or dropped (AsyncStream
+        // cancels when its last copy and iterator go away).
+        continuation.onTermination = { _ in watcher.invalidate() }
+        return DirectoryChanges(path: watcher.path, stream: stream)
+    }
+}
