@@ -192,6 +192,18 @@ final class ErrorTests: XCTestCase {
         XCTAssertTrue(Set(opened.get()).isSubset(of: Set(closed.get())))
     }
 
+    func testThreadLimitIsAnErrorNotACrash() {
+        var calls = SystemCalls.live
+        calls.pthreadCreate = { _, _, _ in EAGAIN }
+        let descriptors = ProcessResources.openDescriptors()
+        XCTAssertThrowsError(try EventLoop(system: System(calls))) { error in
+            XCTAssertEqual(error as? SyscallError, SyscallError(function: "pthread_create", errno: EAGAIN))
+            let watchError = DirectoryWatcherError(error as! SyscallError, path: "/srv")
+            XCTAssertTrue(watchError.description.hasPrefix(#"cannot watch "/srv": pthread_create failed"#))
+        }
+        XCTAssertEqual(ProcessResources.openDescriptors(), descriptors, "everything opened was closed")
+    }
+
     func testInterruptedCallsAreRetried() throws {
         let attempts = LockedValue(0)
         var calls = SystemCalls.live

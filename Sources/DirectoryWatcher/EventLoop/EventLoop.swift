@@ -85,7 +85,12 @@ final class EventLoop: @unchecked Sendable {
             throw error
         }
         table = WatchTable(inotifyFD: inotifyFD, system: system)
-        startThread()
+        do {
+            try startThread()
+        } catch {
+            for fd in opened { system.close(fd) }
+            throw error
+        }
     }
 
     /// The barrier file: an anonymous memory file (nothing in any user directory, nothing left
@@ -102,17 +107,20 @@ final class EventLoop: @unchecked Sendable {
         }
     }
 
-    private func startThread() {
+    /// Starts the loop thread, which keeps the loop alive until it exits. Fails like the other
+    /// calls (EAGAIN at the thread limit) rather than trapping.
+    private func startThread() throws(SyscallError) {
         let retained = Unmanaged.passRetained(self)
         var handle = pthread_t()
-        let result = pthread_create(
-            &handle, nil,
-            { argument in
-                let loop = Unmanaged<EventLoop>.fromOpaque(argument!).takeRetainedValue()
-                loop.run()
-                return nil
-            }, retained.toOpaque())
-        precondition(result == 0, "pthread_create failed: \(SyscallError.describe(result))")
+        let result = system.calls.pthreadCreate(&handle, retained.toOpaque()) { argument in
+            let loop = Unmanaged<EventLoop>.fromOpaque(argument!).takeRetainedValue()
+            loop.run()
+            return nil
+        }
+        guard result == 0 else {
+            retained.release()
+            throw SyscallError(function: "pthread_create", errno: result)
+        }
         lock.withLock { thread = handle }
     }
 

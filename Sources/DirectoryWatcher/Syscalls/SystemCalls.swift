@@ -25,6 +25,12 @@ struct SystemCalls: Sendable {
     var futimens: @Sendable (_ fd: Int32, _ times: UnsafePointer<timespec>) -> Int32
     var close: @Sendable (_ fd: Int32) -> Int32
     var getcwd: @Sendable (_ buffer: UnsafeMutablePointer<CChar>, _ size: Int) -> UnsafeMutablePointer<CChar>?
+    /// Returns 0 or an error number, as pthread_create does (it does not set `errno`).
+    var pthreadCreate:
+        @Sendable (
+            _ thread: UnsafeMutablePointer<pthread_t>, _ argument: UnsafeMutableRawPointer,
+            _ body: @convention(c) (UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer?
+        ) -> Int32
 
     /// The kernel's own calls.
     static let live = SystemCalls(
@@ -40,7 +46,8 @@ struct SystemCalls: Sendable {
         write: { Glibc.write($0, $1, $2) },
         futimens: { Glibc.futimens($0, $1) },
         close: { Glibc.close($0) },
-        getcwd: { Glibc.getcwd($0, $1) }
+        getcwd: { Glibc.getcwd($0, $1) },
+        pthreadCreate: { Glibc.pthread_create($0, nil, $2, $1) }
     )
 }
 
