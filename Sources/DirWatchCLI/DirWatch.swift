@@ -94,21 +94,25 @@ private final class Session: DirectoryWatcherDelegate, @unchecked Sendable {
             source.resume()
             signalSources.append(source)
         }
-        var seen = Set<FileSystemPath>()
-        for path in options.paths {
-            do {
-                let watcher = try DirectoryWatcher.watchFolder(path: path, delegate: self, queue: output)
-                // The same directory named twice would print every change twice.
-                guard seen.insert(watcher.path).inserted else {
-                    watcher.invalidate()
-                    continue
+        // Set up on the output queue, where batches are delivered: none is handled before every
+        // watch exists and `liveRoots` is right.
+        output.sync {
+            var seen = Set<FileSystemPath>()
+            for path in options.paths {
+                do {
+                    let watcher = try DirectoryWatcher.watchFolder(path: path, delegate: self, queue: output)
+                    // The same directory named twice would print every change twice.
+                    guard seen.insert(watcher.path).inserted else {
+                        watcher.invalidate()
+                        continue
+                    }
+                    watchers.append(watcher)
+                } catch {
+                    DirWatch.fail("\(error)", status: DirWatch.ExitCode.watchFailed)
                 }
-                watchers.append(watcher)
-            } catch {
-                DirWatch.fail("\(error)", status: DirWatch.ExitCode.watchFailed)
             }
+            liveRoots = watchers.count
         }
-        output.sync { liveRoots = watchers.count }
         writeError("Watches established.\n")
     }
 

@@ -71,6 +71,23 @@ final class EndToEndTests: XCTestCase {
         XCTAssertEqual(run.remainingOutput(), "", "no extra lines")
     }
 
+    func testExitsWhenTheLastOfSeveralRootsIsGone() throws {
+        let second = directory.appendingPathComponent("second").path
+        let first = directory.appendingPathComponent("first").path
+        XCTAssertEqual(mkdir(first, 0o755), 0)
+        XCTAssertEqual(mkdir(second, 0o755), 0)
+        let run = try Run(Self.binary, ["--json", first, second, first])
+        try run.waitUntilEstablished()
+        XCTAssertEqual(rmdir(first), 0)
+        XCTAssertEqual(try run.nextJSON(), ["kind": "rootRemoved", "path": first, "isDirectory": true])
+        touch(second + "/still-watched")
+        XCTAssertEqual(try run.nextJSON()["path"] as? String, second + "/still-watched", "one root left: still running")
+        XCTAssertEqual(rename(second, directory.appendingPathComponent("elsewhere").path), 0)
+        XCTAssertEqual(try run.nextJSON(), ["kind": "rootMoved", "path": second, "isDirectory": true])
+        XCTAssertEqual(try run.waitForExit(), 3)
+        XCTAssertEqual(run.remainingOutput(), "", "the root named twice was watched once")
+    }
+
     func testOddNamesAreValidJSONAndReversible() throws {
         let run = try Run(Self.binary, ["--json", directory.path])
         try run.waitUntilEstablished()
