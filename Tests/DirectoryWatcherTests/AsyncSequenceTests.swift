@@ -22,6 +22,7 @@ final class AsyncSequenceTests: XCTestCase {
                 DirectoryChange(.removed, directory.url("two")),
                 DirectoryChange(.rootRemoved, directory.path, directory: true),
             ])
+        XCTAssertEqual(ProcessResources.loopThreads(), 0, "the watch was released before the loop ended")
     }
 
     func testCancellingTheConsumerEndsTheWatch() async throws {

@@ -39,16 +39,39 @@ public struct DirectoryChanges: AsyncSequence, Sendable {
 extension DirectoryWatcher {
     /// Watches the directory at `path` and returns its changes as an asynchronous sequence.
     ///
+    /// When the directory is removed or moved, the sequence delivers that change and ends; by
+    /// then the watch has been released.
+    ///
     /// - Throws: ``DirectoryWatcherError``, naming the path and the cause.
     public static func changes(path: String) throws(DirectoryWatcherError) -> DirectoryChanges {
         let (stream, continuation) = AsyncStream.makeStream(of: DirectoryChange.self, bufferingPolicy: .unbounded)
-        let watcher = try watchFolder(path: path) { changes in
-            for change in changes { continuation.yield(change) }
-            if changes.contains(where: ChangeTranslation.endsWatch) { continuation.finish() }
+        let delegate = StreamDelegate(continuation)
+        let watcher = try watchFolder(path: path, delegate: delegate)
+        // Holds the watcher and its (weakly held) delegate until the sequence ends: finished,
+        // cancelled, or dropped (AsyncStream cancels when its last copy and iterator go away).
+        continuation.onTermination = { _ in
+            withExtendedLifetime(delegate) { watcher.invalidate() }
         }
-        // Holds the watcher until the sequence ends: finished, cancelled, or dropped (AsyncStream
-        // cancels when its last copy and iterator go away).
-        continuation.onTermination = { _ in watcher.invalidate() }
         return DirectoryChanges(path: watcher.path, stream: stream)
+    }
+}
+
+/// Feeds a watcher's batches into an AsyncStream.
+private final class StreamDelegate: DirectoryWatcherDelegate, Sendable {
+    private let continuation: AsyncStream<DirectoryChange>.Continuation
+
+    init(_ continuation: AsyncStream<DirectoryChange>.Continuation) {
+        self.continuation = continuation
+    }
+
+    func directoryDidChange(_ watcher: DirectoryWatcher) {}
+
+    func directoryWatcher(_ watcher: DirectoryWatcher, didObserve changes: [DirectoryChange]) {
+        for change in changes { continuation.yield(change) }
+        if changes.contains(where: ChangeTranslation.endsWatch) {
+            // Release the watch first, so that a consumer whose loop has ended sees it gone.
+            watcher.invalidate()
+            continuation.finish()
+        }
     }
 }
