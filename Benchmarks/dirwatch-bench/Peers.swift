@@ -1,0 +1,4 @@
+struct Peers {
+    let bench: Bench
+    func run() throws(BenchError) -> ([String], [String]) { ([], []) }
+}
