@@ -38,7 +38,10 @@ final class Bench {
     let configuration: Configuration
     let executable: String
     let scratch: String
-    private(set) var figures: [Figure] = []
+    /// The rows of the table, once `run()` has measured them; the peers mode adds its columns.
+    var figures: [Figure] = []
+    /// The trees made for recursive setup, kept for the peers until the scratch directory goes.
+    private(set) var treeRoots: [Int: String] = [:]
 
     init(configuration: Configuration) throws(BenchError) {
         self.configuration = configuration
@@ -128,7 +131,7 @@ final class Bench {
                 log("round \(round + 1)/\(c.rounds): floor: recursive setup over \(format(Double(size)))")
                 trees[size, default: []].append(try floorTree(root: root) / 1e6)
             }
-            Files.remove(root)
+            treeRoots[size] = root
         }
         let snapshot = try floorSnapshot()
 
@@ -145,30 +148,33 @@ final class Bench {
         let notYet = Measured.notAvailable("not in the library yet")
         let burstName = "\(format(Double(c.burstSize))) creates"
         let watchers = "\(format(Double(c.watcherCount))) watchers"
-        var rows: [(String, String, (Measured, Measured), Goal)] = [
-            ("Latency, file created → callback, p50", "µs", both(latency50), .ratioAtMost(1.2)),
-            ("Latency, file created → callback, p99", "µs", both(latency99), .none),
-            ("CPU per change, burst of \(burstName)", "µs", both(cpu), .ratioAtMost(1.5)),
-            ("Changes lost in the burst", "changes", both(lost), .atMost(0)),
-            ("Overflow notices in the burst", "notices", both(overflows), .none),
+        func figure(_ key: String, _ name: String, _ unit: String, _ measured: (Measured, Measured), _ goal: Goal)
+            -> Figure
+        {
+            Figure(key: key, name: name, unit: unit, library: measured.0, floor: measured.1, goal: goal)
+        }
+        figures = [
+            figure("latency50", "Latency, file created → callback, p50", "µs", both(latency50), .ratioAtMost(1.2)),
+            figure("latency99", "Latency, file created → callback, p99", "µs", both(latency99), .none),
+            figure("cpu", "CPU per change, burst of \(burstName)", "µs", both(cpu), .ratioAtMost(1.5)),
+            figure("lost", "Changes lost in the burst", "changes", both(lost), .atMost(0)),
+            figure("overflows", "Overflow notices in the burst", "notices", both(overflows), .none),
         ]
         for size in c.treeSizes {
-            rows.append(
-                (
-                    "Recursive setup, \(format(Double(size))) directories", "ms", (notYet, .values(trees[size] ?? [])),
-                    .ratioAtMost(1.0)
-                ))
+            figures.append(
+                figure(
+                    "tree-\(size)", "Recursive setup, \(format(Double(size))) directories", "ms",
+                    (notYet, .values(trees[size] ?? [])), .ratioAtMost(1.0)))
         }
-        rows += [
-            ("Memory per watched directory (heap)", "bytes", footprint("heap", perWatch: true), .none),
-            ("Memory per snapshot entry (heap)", "bytes", (notYet, .values(snapshot)), .none),
-            ("Idle wake-ups", "per second", both(idle), .atMost(0)),
-            ("\(watchers): threads added", "threads", footprint("threads"), .atMost(1)),
-            ("\(watchers): inotify instances", "instances", footprint("inotify"), .atMost(1)),
-            ("\(watchers): descriptors added", "descriptors", footprint("descriptors"), .none),
-            ("\(watchers): resident memory added", "KiB", footprint("residentKiB"), .none),
+        figures += [
+            figure("memory", "Memory per watched directory (heap)", "bytes", footprint("heap", perWatch: true), .none),
+            figure("snapshot", "Memory per snapshot entry (heap)", "bytes", (notYet, .values(snapshot)), .none),
+            figure("idle", "Idle wake-ups", "per second", both(idle), .atMost(0)),
+            figure("threads", "\(watchers): threads added", "threads", footprint("threads"), .atMost(1)),
+            figure("inotify", "\(watchers): inotify instances", "instances", footprint("inotify"), .atMost(1)),
+            figure("descriptors", "\(watchers): descriptors added", "descriptors", footprint("descriptors"), .none),
+            figure("resident", "\(watchers): resident memory added", "KiB", footprint("residentKiB"), .none),
         ]
-        figures = rows.map { Figure(name: $0.0, unit: $0.1, library: $0.2.0, floor: $0.2.1, goal: $0.3) }
     }
 
     // MARK: - Measurements

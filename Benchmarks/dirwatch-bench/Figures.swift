@@ -21,12 +21,14 @@ enum Goal {
 
 /// One row of the table: the library and the floor (and peers, when measured) on one figure.
 struct Figure {
+    /// A short name the peers mode finds the row by.
+    let key: String
     let name: String
     let unit: String
     var library: Measured
     var floor: Measured
     let goal: Goal
-    /// The peers' values, in the order of `Peer.all`, when `--peers` ran.
+    /// The peers' values by peer name, when `--peers` ran.
     var peers: [String: Measured] = [:]
 
     /// Per-round ratios library / floor: the two were measured back to back in each round, so a

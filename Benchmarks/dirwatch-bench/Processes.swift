@@ -1,4 +1,6 @@
+import Dispatch
 import Glibc
+import Synchronization
 
 /// The failure of a step of the benchmark, with what it was doing.
 struct BenchError: Error, CustomStringConvertible {
@@ -62,6 +64,7 @@ final class ChildProcess {
     let reports: Int32
     private var buffered: [UInt8] = []
     private(set) var finished = false
+    private var counter: LineCounter?
 
     /// Starts `executable` with `arguments` (argv[0] included). With `mergeStandardError`, the
     /// child's stderr goes into the same pipe as its stdout (tools that report there).
@@ -143,6 +146,16 @@ final class ChildProcess {
         throw BenchError("\(name) exited before printing \"\(prefix)\"")
     }
 
+    /// Counts, on a thread of its own, the output lines that contain `marker` from now until the
+    /// child exits: a peer that prints a line per change must never block on a full pipe (it would
+    /// stop reading its own inotify queue) while the parent is busy making the load.
+    func countLines(containing marker: String) -> LineCounter {
+        let counter = LineCounter(marker: Array(marker.utf8), fd: output, pending: buffered)
+        buffered = []
+        self.counter = counter
+        return counter
+    }
+
     /// Reads one timestamp from the report pipe.
     func readReport() throws(BenchError) -> UInt64 {
         var value: UInt64 = 0
@@ -171,6 +184,7 @@ final class ChildProcess {
             guard errno == EINTR else { throw .system("wait4", name) }
         }
         finished = true
+        counter?.waitForEnd()
         close(output)
         if reports >= 0 { close(reports) }
         // WIFEXITED / WEXITSTATUS are macros Swift does not import.
@@ -181,6 +195,19 @@ final class ChildProcess {
             throw BenchError("\(name) failed (exit status \(code), signal \(signal))")
         }
         return usage
+    }
+
+    /// Waits for a short-lived helper (a version check, a build) and returns its exit code.
+    func exitStatus() throws(BenchError) -> Int32 {
+        closeControl()
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) == -1 {
+            guard errno == EINTR else { throw .system("waitpid", name) }
+        }
+        finished = true
+        close(output)
+        guard status & 0x7f == 0 else { throw BenchError("\(name) was killed by signal \(status & 0x7f)") }
+        return (status >> 8) & 0xff
     }
 
     /// Asks a peer that has no "stop" input to stop (SIGTERM), then waits.
@@ -199,6 +226,66 @@ final class ChildProcess {
         }
         closeControl()
     }
+}
+
+/// Counts a child's output lines that contain a marker, on a dispatch thread, until end of file.
+final class LineCounter: Sendable {
+    private let matched = Atomic<Int>(0)
+    private let ended = DispatchSemaphore(value: 0)
+
+    var count: Int { matched.load(ordering: .relaxed) }
+
+    fileprivate init(marker: [UInt8], fd: Int32, pending: [UInt8]) {
+        DispatchQueue.global().async { [self] in
+            var line = pending
+            var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+            func take(_ bytes: ArraySlice<UInt8>) {
+                for byte in bytes {
+                    if byte != UInt8(ascii: "\n") {
+                        line.append(byte)
+                        continue
+                    }
+                    if line.count >= marker.count
+                        && (0...(line.count - marker.count)).contains(where: {
+                            line[$0..<$0 + marker.count].elementsEqual(marker)
+                        })
+                    {
+                        matched.add(1, ordering: .relaxed)
+                    }
+                    line.removeAll(keepingCapacity: true)
+                }
+            }
+            let start = line
+            line = []
+            take(start[...])
+            while true {
+                let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress!, $0.count) }
+                if count < 0 && errno == EINTR { continue }
+                if count <= 0 { break }
+                take(chunk[..<count])
+            }
+            ended.signal()
+        }
+    }
+
+    /// Waits until `count` reaches `target` or has not moved for `stall` seconds; the count.
+    func wait(for target: Int, stall: Double) -> Int {
+        var last = count
+        var quietSince = monotonicNanoseconds()
+        while count < target {
+            sleep(seconds: 0.01)
+            let now = count
+            if now != last {
+                last = now
+                quietSince = monotonicNanoseconds()
+            } else if Double(monotonicNanoseconds() - quietSince) / 1e9 > stall {
+                break
+            }
+        }
+        return count
+    }
+
+    fileprivate func waitForEnd() { ended.wait() }
 }
 
 /// Context switches of every thread of a process, read from /proc: each one is a wake-up.
