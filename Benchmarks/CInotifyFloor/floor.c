@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -113,47 +114,140 @@ static uint64_t monotonic_ns(void) {
     return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
 }
 
-// Reads until the queue is empty. For each record: the path it names is rebuilt, as any watcher
-// that reports paths must; `sink` keeps the compiler from dropping that work.
-static int drain(cif_floor *floor, char *buffer, int report_fd, cif_counts *counts, volatile size_t *sink) {
+// The per-record work: count it, rebuild the path it names (as any watcher that reports paths
+// must; `sink` keeps the compiler from dropping that work), and report its arrival time.
+static int process(const cif_floor *floor, const char *buffer, size_t length, int report_fd, cif_counts *counts,
+                   volatile size_t *sink) {
     char path[PATH_MAX + NAME_MAX + 2];
+    for (size_t offset = 0; offset + sizeof(struct inotify_event) <= length;) {
+        struct inotify_event header;
+        memcpy(&header, buffer + offset, sizeof header);
+        const char *name = buffer + offset + sizeof header;
+        offset += sizeof header + header.len;
+        if (offset > length) break;
+        counts->events++;
+        if (header.mask & IN_Q_OVERFLOW) counts->overflows++;
+        if (header.mask & IN_CREATE) counts->created++;
+        if (header.wd > 0 && (size_t)header.wd < floor->capacity && floor->paths[header.wd]) {
+            size_t directoryLength = strlen(floor->paths[header.wd]);
+            size_t nameLength = header.len ? strnlen(name, header.len) : 0;
+            memcpy(path, floor->paths[header.wd], directoryLength);
+            path[directoryLength] = '/';
+            memcpy(path + directoryLength + 1, name, nameLength);
+            path[directoryLength + 1 + nameLength] = 0;
+            *sink += directoryLength + nameLength;
+        }
+        if (report_fd >= 0) {
+            uint64_t now = monotonic_ns();
+            if (write(report_fd, &now, sizeof now) != sizeof now) return -1;
+        }
+    }
+    return 0;
+}
+
+// One read into `buffer`: its length, 0 when the queue is empty, -1 on error.
+static ssize_t read_some(const cif_floor *floor, char *buffer) {
     for (;;) {
         ssize_t count = read(floor->inotify_fd, buffer, READ_BUFFER_SIZE);
-        if (count < 0) {
-            if (errno == EINTR) continue;
-            return errno == EAGAIN ? 0 : -1;
-        }
-        for (ssize_t offset = 0; offset + (ssize_t)sizeof(struct inotify_event) <= count;) {
-            struct inotify_event header;
-            memcpy(&header, buffer + offset, sizeof header);
-            const char *name = buffer + offset + sizeof header;
-            offset += sizeof header + header.len;
-            if (offset > count) break;
-            counts->events++;
-            if (header.mask & IN_Q_OVERFLOW) counts->overflows++;
-            if (header.mask & IN_CREATE) counts->created++;
-            if (header.wd > 0 && (size_t)header.wd < floor->capacity && floor->paths[header.wd]) {
-                size_t directoryLength = strlen(floor->paths[header.wd]);
-                size_t nameLength = header.len ? strnlen(name, header.len) : 0;
-                memcpy(path, floor->paths[header.wd], directoryLength);
-                path[directoryLength] = '/';
-                memcpy(path + directoryLength + 1, name, nameLength);
-                path[directoryLength + 1 + nameLength] = 0;
-                *sink += directoryLength + nameLength;
-            }
-            if (report_fd >= 0) {
-                uint64_t now = monotonic_ns();
-                if (write(report_fd, &now, sizeof now) != sizeof now) return -1;
-            }
-        }
+        if (count >= 0) return count;
+        if (errno == EINTR) continue;
+        return errno == EAGAIN ? 0 : -1;
     }
 }
 
-int cif_floor_run(cif_floor *floor, int control_fd, int report_fd, cif_counts *counts) {
+// Reads and processes until the queue is empty.
+static int drain(cif_floor *floor, char *buffer, int report_fd, cif_counts *counts, volatile size_t *sink) {
+    for (;;) {
+        ssize_t count = read_some(floor, buffer);
+        if (count <= 0) return (int)count;
+        if (process(floor, buffer, (size_t)count, report_fd, counts, sink) < 0) return -1;
+    }
+}
+
+// The hand-off: the reading thread appends each read's bytes to `pending` and wakes the delivery
+// thread if it was idle; the delivery thread swaps buffers and does the per-record work.
+struct handoff {
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    char *pending;  // under lock
+    size_t length, capacity;
+    int done;
+    const cif_floor *floor;  // delivery thread only, from here on
+    int report_fd;
+    cif_counts counts;
+    int result;
+};
+
+static void *deliver(void *argument) {
+    struct handoff *handoff = argument;
+    char *spare = NULL;
+    size_t spareCapacity = 0;
+    volatile size_t sink = 0;
+    pthread_mutex_lock(&handoff->lock);
+    for (;;) {
+        while (handoff->length == 0 && !handoff->done) pthread_cond_wait(&handoff->wake, &handoff->lock);
+        if (handoff->length == 0) break;
+        char *batch = handoff->pending;
+        size_t length = handoff->length, capacity = handoff->capacity;
+        handoff->pending = spare;
+        handoff->capacity = spareCapacity;
+        handoff->length = 0;
+        pthread_mutex_unlock(&handoff->lock);
+        if (handoff->result == 0 &&
+            process(handoff->floor, batch, length, handoff->report_fd, &handoff->counts, &sink) < 0) {
+            handoff->result = -1;
+        }
+        spare = batch;
+        spareCapacity = capacity;
+        pthread_mutex_lock(&handoff->lock);
+    }
+    pthread_mutex_unlock(&handoff->lock);
+    free(spare);
+    return NULL;
+}
+
+static int hand_off(struct handoff *handoff, const char *bytes, size_t count) {
+    pthread_mutex_lock(&handoff->lock);
+    if (handoff->length + count > handoff->capacity) {
+        size_t capacity = handoff->capacity ? handoff->capacity : READ_BUFFER_SIZE;
+        while (capacity < handoff->length + count) capacity *= 2;
+        char *grown = realloc(handoff->pending, capacity);
+        if (!grown) {
+            pthread_mutex_unlock(&handoff->lock);
+            return -1;
+        }
+        handoff->pending = grown;
+        handoff->capacity = capacity;
+    }
+    memcpy(handoff->pending + handoff->length, bytes, count);
+    int wasIdle = handoff->length == 0;
+    handoff->length += count;
+    pthread_mutex_unlock(&handoff->lock);
+    if (wasIdle) pthread_cond_signal(&handoff->wake);
+    return 0;
+}
+
+// Reads until the queue is empty, handing each read to the delivery thread.
+static int drain_to(cif_floor *floor, char *buffer, struct handoff *handoff) {
+    for (;;) {
+        ssize_t count = read_some(floor, buffer);
+        if (count <= 0) return (int)count;
+        if (hand_off(handoff, buffer, (size_t)count) < 0) return -1;
+    }
+}
+
+int cif_floor_run(cif_floor *floor, int control_fd, int report_fd, int hand_off_to_thread, cif_counts *counts) {
     struct epoll_event event = {.events = EPOLLIN, .data.u64 = TOKEN_CONTROL};
     if (epoll_ctl(floor->epoll_fd, EPOLL_CTL_ADD, control_fd, &event) < 0) return -1;
     char *buffer = malloc(READ_BUFFER_SIZE);
     if (!buffer) return -1;
+    struct handoff handoff = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER,
+                              .floor = floor, .report_fd = report_fd};
+    pthread_t thread;
+    if (hand_off_to_thread && (errno = pthread_create(&thread, NULL, deliver, &handoff)) != 0) {
+        free(buffer);
+        return -1;
+    }
     volatile size_t sink = 0;
     int result = 0;
     for (int running = 1; running && result == 0;) {
@@ -165,22 +259,31 @@ int cif_floor_run(cif_floor *floor, int control_fd, int report_fd, cif_counts *c
             break;
         }
         for (int index = 0; index < count && result == 0; index++) {
-            if (ready[index].data.u64 == TOKEN_INOTIFY) {
-                result = drain(floor, buffer, report_fd, counts, &sink);
-            } else {
-                char byte[64];
-                ssize_t got = read(control_fd, byte, sizeof byte);
-                if (got == 0) {
-                    // Everything the controller did before closing its end is queued by now.
-                    result = drain(floor, buffer, report_fd, counts, &sink);
-                    running = 0;
-                } else if (got < 0 && errno != EINTR && errno != EAGAIN) {
-                    result = -1;
-                }
+            int endOfInput = 0;
+            if (ready[index].data.u64 == TOKEN_CONTROL) {
+                char bytes[64];
+                ssize_t got = read(control_fd, bytes, sizeof bytes);
+                if (got < 0 && errno != EINTR && errno != EAGAIN) result = -1;
+                // Everything the controller did before closing its end is queued by now.
+                endOfInput = got == 0;
+                if (!endOfInput) continue;
             }
+            result = hand_off_to_thread ? drain_to(floor, buffer, &handoff)
+                                        : drain(floor, buffer, report_fd, counts, &sink);
+            if (endOfInput) running = 0;
         }
     }
     int saved = errno;
+    if (hand_off_to_thread) {
+        pthread_mutex_lock(&handoff.lock);
+        handoff.done = 1;
+        pthread_mutex_unlock(&handoff.lock);
+        pthread_cond_signal(&handoff.wake);
+        pthread_join(thread, NULL);
+        free(handoff.pending);
+        *counts = handoff.counts;
+        if (result == 0) result = handoff.result;
+    }
     free(buffer);
     errno = saved;
     return result;

@@ -26,11 +26,14 @@ struct Configuration {
         outputDirectory: nil, scratchParent: nil)
 }
 
-/// The two contenders measured in every round: the library and the C floor, each in a child
-/// process running this same executable.
+/// What is measured in every round, each in a child process running this same executable.
 enum Contender: String, CaseIterable {
     case library
+    /// The C floor.
     case floor
+    /// The C floor with the library's shape: a reading thread handing each read to a delivery
+    /// thread. Not a goal, a diagnostic: it separates the cost of the hop from that of the code.
+    case handoff
 }
 
 /// The parent side: makes the load, starts the children, collects their figures.
@@ -40,6 +43,8 @@ final class Bench {
     let scratch: String
     /// The rows of the table, once `run()` has measured them; the peers mode adds its columns.
     var figures: [Figure] = []
+    /// The floor with a hand-off, for the same figures: (key of the figure, values per round).
+    private(set) var handoff: [String: [Double]] = [:]
     /// The trees made for recursive setup, kept for the peers until the scratch directory goes.
     private(set) var treeRoots: [Int: String] = [:]
 
@@ -104,14 +109,15 @@ final class Bench {
         for round in 0..<c.rounds {
             // Alternate who goes first, so neither always gets the warmer caches.
             let order: [Contender] = round % 2 == 0 ? [.floor, .library] : [.library, .floor]
-            for contender in order {
+            let watching = round % 2 == 0 ? order + [.handoff] : [.handoff] + order
+            for contender in watching {
                 log("round \(round + 1)/\(c.rounds): \(contender): latency and idle wake-ups")
                 let (samples, wakeUps) = try latencyAndIdle(contender, round: round)
                 latency50[contender, default: []].append(percentile(samples, 0.50) / 1000)
                 latency99[contender, default: []].append(percentile(samples, 0.99) / 1000)
                 idle[contender, default: []].append(wakeUps)
             }
-            for contender in order {
+            for contender in watching {
                 log("round \(round + 1)/\(c.rounds): \(contender): burst of \(format(Double(c.burstSize))) creates")
                 let burst = try burst(contender, round: round)
                 cpu[contender, default: []].append(burst.cpuPerChange / 1000)
@@ -145,6 +151,10 @@ final class Bench {
                 .values((footprints[.floor] ?? []).map { ($0[key] ?? 0) / divisor })
             )
         }
+        handoff = [
+            "latency50": latency50[.handoff] ?? [], "latency99": latency99[.handoff] ?? [],
+            "cpu": cpu[.handoff] ?? [], "idle": idle[.handoff] ?? [],
+        ]
         let notYet = Measured.notAvailable("not in the library yet")
         let burstName = "\(format(Double(c.burstSize))) creates"
         let watchers = "\(format(Double(c.watcherCount))) watchers"

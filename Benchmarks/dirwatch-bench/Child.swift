@@ -19,7 +19,10 @@ enum Child {
         do throws(BenchError) {
             switch (arguments.first, arguments.count) {
             case ("library-watch", 3): try libraryWatch(directory: arguments[1], reports: arguments[2] == "report")
-            case ("floor-watch", 3): try floorWatch(directory: arguments[1], reports: arguments[2] == "report")
+            case ("floor-watch", 3):
+                try floorWatch(directory: arguments[1], reports: arguments[2] == "report", handOff: false)
+            case ("handoff-watch", 3):
+                try floorWatch(directory: arguments[1], reports: arguments[2] == "report", handOff: true)
             case ("library-many", 3): try libraryMany(parent: arguments[1], count: Int(arguments[2]) ?? 0)
             case ("floor-many", 3): try floorMany(parent: arguments[1], count: Int(arguments[2]) ?? 0)
             case ("floor-tree", 2): try floorTree(root: arguments[1])
@@ -76,13 +79,15 @@ enum Child {
                 + "changes=\(tally.changes.load(ordering: .relaxed))\n", to: 1)
     }
 
-    private static func floorWatch(directory: String, reports: Bool) throws(BenchError) {
+    private static func floorWatch(directory: String, reports: Bool, handOff: Bool) throws(BenchError) {
         guard let floor = cif_floor_open() else { throw .system("floor: inotify_init1") }
         defer { cif_floor_close(floor) }
         guard cif_floor_add(floor, directory) >= 0 else { throw .system("floor: inotify_add_watch", directory) }
         writeAll("ready cpu=\(ownCPUNanoseconds())\n", to: 1)
         var counts = cif_counts()
-        guard cif_floor_run(floor, 0, reports ? reportFD : -1, &counts) == 0 else { throw .system("floor: reading") }
+        guard cif_floor_run(floor, 0, reports ? reportFD : -1, handOff ? 1 : 0, &counts) == 0 else {
+            throw .system("floor: reading")
+        }
         writeAll("done created=\(counts.created) overflows=\(counts.overflows) changes=\(counts.events)\n", to: 1)
     }
 

@@ -169,12 +169,14 @@ struct Peers {
         guard (try? Files.makeDirectory(directory)) != nil,
             (try? Files.write(Self.fsnotifySource, to: "\(directory)/main.go")) != nil
         else { return (binary, missing) }
+        // GOPATH mode on the directory where Debian's golang-*-dev packages put their sources; the
+        // build cache in the scratch directory, which goes when the run ends.
+        let path = getenv("PATH").map { String(cString: $0) } ?? ""
         let environment = [
-            "PATH=\(String(cString: getenv("PATH") ?? strdup("")))", "HOME=\(directory)", "GO111MODULE=off",
-            "GOPATH=/usr/share/gocode",  // where Debian's golang-*-dev packages put their sources "GOCACHE=\(directory)/cache", "GOFLAGS=",
+            "PATH=\(path)", "HOME=\(directory)", "GO111MODULE=off", "GOPATH=/usr/share/gocode",
+            "GOCACHE=\(directory)/cache", "GOFLAGS=",
         ]
-        let built = runs(
-            ["go", "build", "-o", binary, "\(directory)/main.go"], environment: environment)
+        let built = runs(["go", "build", "-o", binary, "\(directory)/main.go"], environment: environment)
         return (binary, built ? nil : missing)
     }
 

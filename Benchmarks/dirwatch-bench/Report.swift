@@ -6,6 +6,8 @@ struct Report {
     let configuration: Configuration
     let peerNames: [String]
     let peerNotes: [String]
+    /// The floor with a thread hand-off, by figure key (see `Contender.handoff`).
+    let handoff: [String: [Double]]
 
     // MARK: - Markdown
 
@@ -36,6 +38,16 @@ struct Report {
             lines.append(
                 "Goals not measurable yet (the feature is not in the library): \(open.joined(separator: "; ")).")
         }
+        lines.append("")
+        lines.append("## Where the time goes")
+        lines.append("")
+        lines.append(
+            "The floor again, with the library's shape: its reading thread hands each read to a second thread "
+                + "(mutex and condition variable) that does the per-record work. Measured in the same rounds. "
+                + "The gap from the floor to this is the cost of the hop between two threads; the gap from this "
+                + "to the library is the cost of the library's own code.")
+        lines.append("")
+        lines.append(contentsOf: handoffTable())
         if configuration.peers {
             lines.append("")
             lines.append("## Peers")
@@ -67,6 +79,26 @@ struct Report {
             lines.append(
                 "| \(figure.name) | \(figure.unit) | \(cell(figure.library)) | \(cell(figure.floor)) | \(ratio) "
                     + "| \(figure.goalText) | \(met) |")
+        }
+        return lines
+    }
+
+    private func handoffTable() -> [String] {
+        var lines = [
+            "| Figure | Unit | Floor | Floor + hand-off | Library | Library / floor + hand-off |",
+            "|---|---|---:|---:|---:|---:|",
+        ]
+        for figure in figures {
+            guard let values = handoff[figure.key], !values.isEmpty, let floor = figure.floor.values,
+                let library = figure.library.values
+            else { continue }
+            let ratio = zip(library, values).filter { $0.1 > 0 }.map { $0.0 / $0.1 }
+            let floorMedian = Statistics(floor).median
+            let handoffMedian = Statistics(values).median
+            let share = floorMedian > 0 ? " (\(format(handoffMedian / floorMedian))x)" : ""
+            lines.append(
+                "| \(figure.name) | \(figure.unit) | \(cell(floor)) | \(cell(values))\(share) | \(cell(library)) "
+                    + "| \(ratio.isEmpty ? "–" : cell(ratio)) |")
         }
         return lines
     }

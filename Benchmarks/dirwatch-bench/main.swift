@@ -54,7 +54,8 @@ do throws(BenchError) {
         (peerNames, peerNotes) = try Peers(bench: bench).run()
     }
     let report = Report(
-        figures: bench.figures, configuration: configuration, peerNames: peerNames, peerNotes: peerNotes)
+        figures: bench.figures, configuration: configuration, peerNames: peerNames, peerNotes: peerNotes,
+        handoff: bench.handoff)
     let markdown = report.markdown()
     print(markdown)
     if let directory = configuration.outputDirectory {
