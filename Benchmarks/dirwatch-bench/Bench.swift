@@ -197,7 +197,7 @@ final class Bench {
         try Files.makeDirectory(directory)
         defer { Files.remove(directory) }
         let process = try child(["\(contender)-watch", directory, "report"], reports: true)
-        _ = try process.expectLine(startingWith: "ready")
+        _ = try process.expectLine(containing: "ready")
         var samples: [Double] = []
         samples.reserveCapacity(c.latencyOperations)
         for index in 0..<(c.latencyWarmUp + c.latencyOperations) {
@@ -213,7 +213,7 @@ final class Bench {
         process.closeControl()
         // Drain the report pipe so the child never blocks writing to it while it finishes.
         while (try? process.readReport()) != nil {}
-        _ = try process.expectLine(startingWith: "done")
+        _ = try process.expectLine(containing: "done")
         _ = try process.wait()
         return (samples, Double(wakeUps) / c.idleWindow)
     }
@@ -232,10 +232,10 @@ final class Bench {
         try Files.makeDirectory(directory)
         defer { Files.remove(directory) }
         let process = try child(["\(contender)-watch", directory, "quiet"])
-        let ready = try process.expectLine(startingWith: "ready")
+        let ready = try process.expectLine(containing: "ready")
         try Files.createFiles(in: directory, prefix: "f", count: c.burstSize)
         process.closeControl()
-        let done = try process.expectLine(startingWith: "done")
+        let done = try process.expectLine(containing: "done")
         let usage = try process.wait()
         let cpu = Double(cpuNanoseconds(usage)) - (try value("cpu", in: ready))
         return BurstResult(
@@ -245,7 +245,7 @@ final class Bench {
 
     private func many(_ contender: Contender, parent: String) throws(BenchError) -> [String: Double] {
         let process = try child(["\(contender)-many", parent, String(configuration.watcherCount)])
-        let line = try process.expectLine(startingWith: "many")
+        let line = try process.expectLine(containing: "many")
         _ = try process.wait()
         var result: [String: Double] = [:]
         for key in ["threads", "descriptors", "inotify", "heap"] { result[key] = try value(key, in: line) }
@@ -256,7 +256,7 @@ final class Bench {
     /// Nanoseconds the floor took to watch the tree.
     private func floorTree(root: String) throws(BenchError) -> Double {
         let process = try child(["floor-tree", root])
-        let line = try process.expectLine(startingWith: "tree")
+        let line = try process.expectLine(containing: "tree")
         _ = try process.wait()
         return try value("ns", in: line)
     }

@@ -54,6 +54,12 @@ struct Figure {
         }
     }
 
+    /// The goal is a count for the library alone (a ratio to the floor's zero would say nothing).
+    var isAbsoluteGoal: Bool {
+        if case .atMost = goal { return true }
+        return false
+    }
+
     var goalText: String {
         switch goal {
         case .ratioAtMost(let limit): "≤ \(format(limit))x"

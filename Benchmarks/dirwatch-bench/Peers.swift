@@ -201,7 +201,7 @@ struct Peers {
         let process = try ChildProcess(
             name: peer.name, executable: arguments[0], arguments: arguments,
             mergeStandardError: peer.mergeStandardError)
-        _ = try process.expectLine(startingWith: peer.readyMarker)
+        _ = try process.expectLine(containing: peer.readyMarker)
         return process
     }
 

@@ -138,12 +138,12 @@ final class ChildProcess {
         }
     }
 
-    /// Reads lines until one starts with `prefix`; throws on end of output.
-    func expectLine(startingWith prefix: String) throws(BenchError) -> String {
+    /// Reads lines until one contains `marker`; throws at the end of the output.
+    func expectLine(containing marker: String) throws(BenchError) -> String {
         while let line = readLine() {
-            if line.hasPrefix(prefix) || line.contains(prefix) { return line }
+            if line.contains(marker) { return line }
         }
-        throw BenchError("\(name) exited before printing \"\(prefix)\"")
+        throw BenchError("\(name) exited before printing \"\(marker)\"")
     }
 
     /// Counts, on a thread of its own, the output lines that contain `marker` from now until the

@@ -151,7 +151,7 @@ struct Report {
         let top = 56.0
         let width = labelWidth + plotWidth + textWidth + 20
         let height = top + rowHeight * Double(figures.count) + 40
-        let ratios = figures.compactMap(\.ratios).flatMap { $0 }
+        let ratios = figures.filter { !$0.isAbsoluteGoal }.compactMap(\.ratios).flatMap { $0 }
         let lowest = Swift.min(0.5, ratios.min() ?? 1)
         let highest = Swift.max(2, ratios.max() ?? 1)
         let low = pow(10, (log10(lowest)).rounded(.down))
@@ -166,7 +166,8 @@ struct Report {
         out.append("<rect width=\"100%\" height=\"100%\" fill=\"white\"/>")
         out.append(
             "<text x=\"10\" y=\"22\" font-size=\"15\" font-weight=\"bold\">DirectoryWatcher / C inotify floor "
-                + "(median, min–max over \(configuration.rounds) rounds; log scale; left is better)</text>")
+                + "(median, min–max over \(configuration.rounds) round\(configuration.rounds == 1 ? "" : "s"); "
+                + "log scale; left is better; dashed: goal)</text>")
         out.append("<text x=\"10\" y=\"40\" fill=\"#555\">\(escape("\(Machine.date()). \(Machine.summary())"))</text>")
         // Decade grid lines, and a stronger line at 1x: the floor.
         var tick = low
@@ -178,7 +179,7 @@ struct Report {
                     + "stroke=\"\(isFloor ? "#333" : "#ddd")\" stroke-width=\"\(isFloor ? 1.5 : 1)\"/>")
             out.append(
                 "<text x=\"\(position)\" y=\"\(height - 14)\" text-anchor=\"middle\" fill=\"#555\">"
-                    + "\(format(tick))x</text>")
+                    + "\(tick < 1 ? String(tick) : format(tick))x</text>")
             tick *= 10
         }
         for (index, figure) in figures.enumerated() {
@@ -186,11 +187,12 @@ struct Report {
             let middle = y + rowHeight / 2
             out.append("<text x=\"10\" y=\"\(middle + 4)\">\(escape(figure.name))</text>")
             let color = figure.goalMet == false ? "#d9534f" : figure.goalMet == true ? "#5cb85c" : "#7a9cc6"
-            if let ratios = figure.ratios {
+            if let ratios = figure.ratios, !figure.isAbsoluteGoal {
                 let statistics = Statistics(ratios)
-                let start = x(low)
+                // From the floor (1x) to the median: right is worse, left is better.
+                let start = Swift.min(x(1), x(statistics.median))
                 out.append(
-                    "<rect x=\"\(start)\" y=\"\(y + 6)\" width=\"\(Swift.max(1, x(statistics.median) - start))\" "
+                    "<rect x=\"\(start)\" y=\"\(y + 6)\" width=\"\(Swift.max(1, abs(x(statistics.median) - x(1))))\" "
                         + "height=\"\(rowHeight - 12)\" fill=\"\(color)\"/>")
                 out.append(
                     "<line x1=\"\(x(statistics.min))\" y1=\"\(middle)\" x2=\"\(x(statistics.max))\" y2=\"\(middle)\" "
@@ -205,8 +207,10 @@ struct Report {
                         + "\(escape(format(statistics.median) + "x" + (figure.goalText.isEmpty ? "" : "  goal " + figure.goalText)))</text>"
                 )
             } else {
+                // A white outline keeps the words readable across the grid lines.
                 out.append(
-                    "<text x=\"\(labelWidth + 6)\" y=\"\(middle + 4)\" fill=\"\(figure.goalMet == false ? "#d9534f" : "#555")\">"
+                    "<text x=\"\(labelWidth + 6)\" y=\"\(middle + 4)\" stroke=\"white\" stroke-width=\"4\" "
+                        + "paint-order=\"stroke\" fill=\"\(figure.goalMet == false ? "#d9534f" : "#555")\">"
                         + "\(escape(summary(figure)))</text>")
             }
         }
