@@ -8,6 +8,8 @@ struct Report {
     let peerNotes: [String]
     /// The floor with a thread hand-off, by figure key (see `Contender.handoff`).
     let handoff: [String: [Double]]
+    /// `Machine.summary()`, taken when the run started.
+    let machine: String
 
     // MARK: - Markdown
 
@@ -17,7 +19,7 @@ struct Report {
         lines.append("")
         lines.append(
             "Written by `swift run -c release dirwatch-bench\(configuration.quick ? " --quick" : "")"
-                + "\(configuration.peers ? " --peers" : "")` on \(Machine.date()). \(Machine.summary()).")
+                + "\(configuration.peers ? " --peers" : "")` on \(Machine.date()). \(machine).")
         lines.append("")
         lines.append(
             "Every figure is the library beside the floor, a raw C inotify + epoll reader, measured back to back "
@@ -54,7 +56,10 @@ struct Report {
             lines.append("")
             lines.append(
                 "Other watchers run as processes under the same load, in the same run; ratios are to the floor's "
-                    + "median. Their CPU excludes what the same peer spends starting and stopping with nothing to do.")
+                    + "median. Their CPU excludes what the same peer spends starting and stopping with nothing to do. "
+                    + "A change counts as lost when the peer has not reported it 3 s after its last report: a peer that "
+                    + "falls behind in a burst loses what overflows the kernel queue (watchdog logs \"Inotify queue "
+                    + "overflowed\").")
             lines.append("")
             lines.append(contentsOf: peerTable())
             for note in peerNotes {
@@ -168,7 +173,7 @@ struct Report {
             "<text x=\"10\" y=\"22\" font-size=\"15\" font-weight=\"bold\">DirectoryWatcher / C inotify floor "
                 + "(median, min–max over \(configuration.rounds) round\(configuration.rounds == 1 ? "" : "s"); "
                 + "log scale; left is better; dashed: goal)</text>")
-        out.append("<text x=\"10\" y=\"40\" fill=\"#555\">\(escape("\(Machine.date()). \(Machine.summary())"))</text>")
+        out.append("<text x=\"10\" y=\"40\" fill=\"#555\">\(escape("\(Machine.date()). \(machine)"))</text>")
         // Decade grid lines, and a stronger line at 1x: the floor.
         var tick = low
         while tick <= high * 1.0001 {
@@ -268,6 +273,8 @@ enum Machine {
         uname(&names)
         let kernel = withUnsafeBytes(of: names.release) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
         let queued = readText("/proc/sys/fs/inotify/max_queued_events")?.filter(\.isNumber) ?? "?"
-        return "\(model), \(cores) cores, Linux \(kernel), fs.inotify.max_queued_events \(queued)"
+        // The load when the run started: other work on a shared machine moves the absolute figures.
+        let load = readText("/proc/loadavg")?.split(separator: " ").first.map(String.init) ?? "?"
+        return "\(model), \(cores) cores, Linux \(kernel), fs.inotify.max_queued_events \(queued), load average \(load)"
     }
 }

@@ -45,6 +45,11 @@ while index < arguments.count {
     }
 }
 
+// A child that never answers would hang the run (and CI) on a blocking read: past this the
+// kernel ends the benchmark with SIGALRM, and its children see end of input and stop too.
+alarm(configuration.quick ? 300 : 3600)
+
+let machine = Machine.summary()
 do throws(BenchError) {
     let bench = try Bench(configuration: configuration)
     try bench.run()
@@ -55,7 +60,7 @@ do throws(BenchError) {
     }
     let report = Report(
         figures: bench.figures, configuration: configuration, peerNames: peerNames, peerNotes: peerNotes,
-        handoff: bench.handoff)
+        handoff: bench.handoff, machine: machine)
     let markdown = report.markdown()
     print(markdown)
     if let directory = configuration.outputDirectory {
