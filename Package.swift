@@ -7,6 +7,7 @@ let package = Package(
         .library(name: "DirectoryWatcher", targets: ["DirectoryWatcher"]),
         .executable(name: "dirwatch", targets: ["dirwatch"]),
         .executable(name: "document-list", targets: ["document-list"]),
+        .executable(name: "dirwatch-bench", targets: ["dirwatch-bench"]),
     ],
     targets: [
         // epoll and eventfd are not in the Glibc module; this header brings them in.
@@ -28,6 +29,15 @@ let package = Package(
             name: "document-list",
             dependencies: ["DirectoryWatcher"],
             path: "Examples/document-list"
+        ),
+        // The benchmark's floor: a raw inotify + epoll reader in C, measured beside the library.
+        .target(name: "CInotifyFloor", path: "Benchmarks/CInotifyFloor"),
+        // What the benchmark reads about its own process that the Glibc module does not export.
+        .target(name: "CBenchSupport", path: "Benchmarks/CBenchSupport"),
+        .executableTarget(
+            name: "dirwatch-bench",
+            dependencies: ["DirectoryWatcher", "CInotifyFloor", "CBenchSupport"],
+            path: "Benchmarks/dirwatch-bench"
         ),
         .testTarget(
             name: "DirectoryWatcherTests",

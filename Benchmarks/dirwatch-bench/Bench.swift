@@ -1,0 +1,289 @@
+import CBenchSupport
+import CInotifyFloor
+import Glibc
+
+/// How much work each measurement does.
+struct Configuration {
+    var rounds = 5
+    var latencyOperations = 2_000
+    /// Operations before measuring latency: first-touch page faults, dispatch threads starting.
+    var latencyWarmUp = 50
+    var burstSize = 100_000
+    var treeSizes = [10_000, 100_000]
+    var watcherCount = 1_000
+    var snapshotEntries = 10_000
+    /// Quiet time before counting idle wake-ups, and the time counted.
+    var idleSettle = 1.0
+    var idleWindow = 3.0
+    var quick = false
+    var peers = false
+    var outputDirectory: String? = "Docs"
+    var scratchParent: String?
+
+    static let quick = Configuration(
+        rounds: 2, latencyOperations: 300, latencyWarmUp: 20, burstSize: 10_000, treeSizes: [1_000, 10_000],
+        watcherCount: 1_000, snapshotEntries: 1_000, idleSettle: 0.5, idleWindow: 1.0, quick: true, peers: false,
+        outputDirectory: nil, scratchParent: nil)
+}
+
+/// What is measured in every round, each in a child process running this same executable.
+enum Contender: String, CaseIterable {
+    case library
+    /// The C floor.
+    case floor
+    /// The C floor with the library's shape: a reading thread handing each read to a delivery
+    /// thread. Not a goal, a diagnostic: it separates the cost of the hop from that of the code.
+    case handoff
+}
+
+/// The parent side: makes the load, starts the children, collects their figures.
+final class Bench {
+    let configuration: Configuration
+    let executable: String
+    let scratch: String
+    /// The rows of the table, once `run()` has measured them; the peers mode adds its columns.
+    var figures: [Figure] = []
+    /// The floor with a hand-off, for the same figures: (key of the figure, values per round).
+    private(set) var handoff: [String: [Double]] = [:]
+    /// The trees made for recursive setup, kept for the peers until the scratch directory goes.
+    private(set) var treeRoots: [Int: String] = [:]
+
+    init(configuration: Configuration) throws(BenchError) {
+        self.configuration = configuration
+        var path = [CChar](repeating: 0, count: Int(PATH_MAX))
+        let length = readlink("/proc/self/exe", &path, path.count - 1)
+        guard length > 0 else { throw .system("readlink", "/proc/self/exe") }
+        executable = String(decoding: path[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        let parent = configuration.scratchParent ?? Self.defaultScratchParent()
+        var template = Array("\(parent)/dirwatch-bench.XXXXXX".utf8CString)
+        guard mkdtemp(&template) != nil else { throw .system("mkdtemp", parent) }
+        scratch = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// A tmpfs when there is one: creating a file there costs ~10 µs against ~200 µs on a
+    /// journaling disk of a virtual machine, so the load generator, not the disk, sets the pace,
+    /// and a burst is a burst. inotify's own work is the same on either.
+    private static func defaultScratchParent() -> String {
+        // /proc/mounts lines: "tmpfs /dev/shm tmpfs rw,nosuid,nodev 0 0"
+        let mounts = readText("/proc/mounts")?.split(separator: "\n").map { $0.split(separator: " ") } ?? []
+        if mounts.contains(where: { $0.count > 2 && $0[1] == "/dev/shm" && $0[2] == "tmpfs" })
+            && access("/dev/shm", W_OK) == 0
+        {
+            return "/dev/shm"
+        }
+        return getenv("TMPDIR").map { String(cString: $0) } ?? P_tmpdir
+    }
+
+    deinit {
+        Files.remove(scratch)
+    }
+
+    func log(_ message: String) {
+        writeAll(message + "\n", to: 2)
+    }
+
+    func child(_ arguments: [String], reports: Bool = false) throws(BenchError) -> ChildProcess {
+        try ChildProcess(
+            name: "child \(arguments[0])", executable: executable,
+            arguments: ["dirwatch-bench", "--child"] + arguments, reports: reports)
+    }
+
+    // MARK: - The run
+
+    func run() throws(BenchError) {
+        let c = configuration
+        log("scratch directory: \(scratch)")
+        let manyParent = "\(scratch)/many"
+        try Files.makeDirectory(manyParent)
+        for index in 0..<c.watcherCount { try Files.makeDirectory("\(manyParent)/\(index)") }
+
+        var latency50: [Contender: [Double]] = [:]
+        var latency99: [Contender: [Double]] = [:]
+        var idle: [Contender: [Double]] = [:]
+        var cpu: [Contender: [Double]] = [:]
+        var lost: [Contender: [Double]] = [:]
+        var overflows: [Contender: [Double]] = [:]
+        var footprints: [Contender: [[String: Double]]] = [:]
+        var trees: [Int: [Double]] = [:]
+
+        for round in 0..<c.rounds {
+            // Alternate who goes first, so neither always gets the warmer caches.
+            let order: [Contender] = round % 2 == 0 ? [.floor, .library] : [.library, .floor]
+            let watching = round % 2 == 0 ? order + [.handoff] : [.handoff] + order
+            for contender in watching {
+                log("round \(round + 1)/\(c.rounds): \(contender): latency and idle wake-ups")
+                let (samples, wakeUps) = try latencyAndIdle(contender, round: round)
+                latency50[contender, default: []].append(percentile(samples, 0.50) / 1000)
+                latency99[contender, default: []].append(percentile(samples, 0.99) / 1000)
+                idle[contender, default: []].append(wakeUps)
+            }
+            for contender in watching {
+                log("round \(round + 1)/\(c.rounds): \(contender): burst of \(format(Double(c.burstSize))) creates")
+                let burst = try burst(contender, round: round)
+                cpu[contender, default: []].append(burst.cpuPerChange / 1000)
+                lost[contender, default: []].append(Double(c.burstSize - burst.created))
+                overflows[contender, default: []].append(Double(burst.overflows))
+            }
+            for contender in order {
+                log("round \(round + 1)/\(c.rounds): \(contender): \(format(Double(c.watcherCount))) watchers")
+                footprints[contender, default: []].append(try many(contender, parent: manyParent))
+            }
+        }
+        for size in c.treeSizes {
+            let root = "\(scratch)/tree-\(size)"
+            log("making a tree of \(format(Double(size))) directories")
+            try Files.makeTree(at: root, directories: size)
+            for round in 0..<c.rounds {
+                log("round \(round + 1)/\(c.rounds): floor: recursive setup over \(format(Double(size)))")
+                trees[size, default: []].append(try floorTree(root: root) / 1e6)
+            }
+            treeRoots[size] = root
+        }
+        let snapshot = try floorSnapshot()
+
+        func both(_ values: [Contender: [Double]]) -> (Measured, Measured) {
+            (.values(values[.library] ?? []), .values(values[.floor] ?? []))
+        }
+        func footprint(_ key: String, perWatch: Bool = false) -> (Measured, Measured) {
+            let divisor = perWatch ? Double(c.watcherCount) : 1
+            return (
+                .values((footprints[.library] ?? []).map { ($0[key] ?? 0) / divisor }),
+                .values((footprints[.floor] ?? []).map { ($0[key] ?? 0) / divisor })
+            )
+        }
+        handoff = [
+            "latency50": latency50[.handoff] ?? [], "latency99": latency99[.handoff] ?? [],
+            "cpu": cpu[.handoff] ?? [], "idle": idle[.handoff] ?? [],
+        ]
+        let notYet = Measured.notAvailable("not in the library yet")
+        let burstName = "\(format(Double(c.burstSize))) creates"
+        let watchers = "\(format(Double(c.watcherCount))) watchers"
+        func figure(_ key: String, _ name: String, _ unit: String, _ measured: (Measured, Measured), _ goal: Goal)
+            -> Figure
+        {
+            Figure(key: key, name: name, unit: unit, library: measured.0, floor: measured.1, goal: goal)
+        }
+        figures = [
+            figure("latency50", "Latency, file created → callback, p50", "µs", both(latency50), .ratioAtMost(1.2)),
+            figure("latency99", "Latency, file created → callback, p99", "µs", both(latency99), .none),
+            figure("cpu", "CPU per change, burst of \(burstName)", "µs", both(cpu), .ratioAtMost(1.5)),
+            figure("lost", "Changes lost in the burst", "changes", both(lost), .atMost(0)),
+            figure("overflows", "Overflow notices in the burst", "notices", both(overflows), .none),
+        ]
+        for size in c.treeSizes {
+            figures.append(
+                figure(
+                    "tree-\(size)", "Recursive setup, \(format(Double(size))) directories", "ms",
+                    (notYet, .values(trees[size] ?? [])), .ratioAtMost(1.0)))
+        }
+        figures += [
+            figure("memory", "Memory per watched directory (heap)", "bytes", footprint("heap", perWatch: true), .none),
+            figure("snapshot", "Memory per snapshot entry (heap)", "bytes", (notYet, .values(snapshot)), .none),
+            figure("idle", "Idle wake-ups", "per second", both(idle), .atMost(0)),
+            figure("threads", "\(watchers): threads added", "threads", footprint("threads"), .atMost(1)),
+            figure("inotify", "\(watchers): inotify instances", "instances", footprint("inotify"), .atMost(1)),
+            figure("descriptors", "\(watchers): descriptors added", "descriptors", footprint("descriptors"), .none),
+            figure("resident", "\(watchers): resident memory added", "KiB", footprint("residentKiB"), .none),
+        ]
+    }
+
+    // MARK: - Measurements
+
+    /// Creates files one at a time and times each to the child's report of it; then leaves the
+    /// child alone and counts how often its threads wake up.
+    private func latencyAndIdle(_ contender: Contender, round: Int) throws(BenchError) -> ([Double], Double) {
+        let c = configuration
+        let directory = "\(scratch)/latency-\(contender)-\(round)"
+        try Files.makeDirectory(directory)
+        defer { Files.remove(directory) }
+        let process = try child(["\(contender)-watch", directory, "report"], reports: true)
+        _ = try process.expectLine(containing: "ready")
+        var samples: [Double] = []
+        samples.reserveCapacity(c.latencyOperations)
+        for index in 0..<(c.latencyWarmUp + c.latencyOperations) {
+            let start = monotonicNanoseconds()
+            try Files.createFile("\(directory)/\(index)")
+            let arrival = try process.readReport()
+            if index >= c.latencyWarmUp { samples.append(Double(Int64(bitPattern: arrival &- start))) }
+        }
+        sleep(seconds: c.idleSettle)
+        let before = ContextSwitches(pid: process.pid)
+        sleep(seconds: c.idleWindow)
+        let wakeUps = ContextSwitches(pid: process.pid).wakeUps(since: before)
+        process.closeControl()
+        // Drain the report pipe so the child never blocks writing to it while it finishes.
+        while (try? process.readReport()) != nil {}
+        _ = try process.expectLine(containing: "done")
+        _ = try process.wait()
+        return (samples, Double(wakeUps) / c.idleWindow)
+    }
+
+    struct BurstResult {
+        let cpuPerChange: Double
+        let created: Int
+        let overflows: Int
+    }
+
+    /// Creates files as fast as one thread can while the child watches, then stops the child and
+    /// charges it the CPU time it spent after it said it was ready.
+    private func burst(_ contender: Contender, round: Int) throws(BenchError) -> BurstResult {
+        let c = configuration
+        let directory = "\(scratch)/burst-\(contender)-\(round)"
+        try Files.makeDirectory(directory)
+        defer { Files.remove(directory) }
+        let process = try child(["\(contender)-watch", directory, "quiet"])
+        let ready = try process.expectLine(containing: "ready")
+        try Files.createFiles(in: directory, prefix: "f", count: c.burstSize)
+        process.closeControl()
+        let done = try process.expectLine(containing: "done")
+        let usage = try process.wait()
+        let cpu = Double(cpuNanoseconds(usage)) - (try value("cpu", in: ready))
+        return BurstResult(
+            cpuPerChange: cpu / Double(c.burstSize), created: Int(try value("created", in: done)),
+            overflows: Int(try value("overflows", in: done)))
+    }
+
+    private func many(_ contender: Contender, parent: String) throws(BenchError) -> [String: Double] {
+        let process = try child(["\(contender)-many", parent, String(configuration.watcherCount)])
+        let line = try process.expectLine(containing: "many")
+        _ = try process.wait()
+        var result: [String: Double] = [:]
+        for key in ["threads", "descriptors", "inotify", "heap"] { result[key] = try value(key, in: line) }
+        result["residentKiB"] = try value("resident", in: line) / 1024
+        return result
+    }
+
+    /// Nanoseconds the floor took to watch the tree.
+    private func floorTree(root: String) throws(BenchError) -> Double {
+        let process = try child(["floor-tree", root])
+        let line = try process.expectLine(containing: "tree")
+        _ = try process.wait()
+        return try value("ns", in: line)
+    }
+
+    /// Heap bytes per entry of the floor's snapshot of a directory (in this process: a snapshot
+    /// is plain data, no watcher involved).
+    private func floorSnapshot() throws(BenchError) -> [Double] {
+        let directory = "\(scratch)/snapshot"
+        try Files.makeDirectory(directory)
+        defer { Files.remove(directory) }
+        try Files.createFiles(in: directory, prefix: "entry-", count: configuration.snapshotEntries)
+        var perEntry: [Double] = []
+        for _ in 0..<configuration.rounds {
+            let before = cbs_heap_bytes_in_use()
+            guard let snapshot = cif_snapshot_take(directory) else { throw .system("floor: snapshot", directory) }
+            let bytes = cbs_heap_bytes_in_use() - before
+            perEntry.append(Double(bytes) / Double(cif_snapshot_count(snapshot)))
+            cif_snapshot_free(snapshot)
+        }
+        return perEntry
+    }
+
+    /// The number after `key=` in a child's line.
+    func value(_ key: String, in line: String) throws(BenchError) -> Double {
+        for field in line.split(separator: " ") where field.hasPrefix(key + "=") {
+            if let number = Double(field.dropFirst(key.count + 1)) { return number }
+        }
+        throw BenchError("no \(key)= in \"\(line)\"")
+    }
+}

@@ -1,0 +1,194 @@
+import CBenchSupport
+import CInotifyFloor
+import DirectoryWatcher
+import Dispatch
+import Glibc
+import Synchronization
+
+/// The watcher side of every measurement, run in a child process (`dirwatch-bench --child MODE
+/// …`) so that its CPU time, threads, descriptors and wake-ups are its own and nothing else's.
+///
+/// Protocol: the child prints `ready cpu=NS` once it watches (its CPU time so far, which the
+/// parent subtracts from the total that `wait4` reports), then works until its standard input
+/// reaches end of file, then reads what is still queued and prints its counts. With a report pipe
+/// on fd 3 it writes each change's CLOCK_MONOTONIC arrival time there, 8 bytes, as it receives it.
+enum Child {
+    static let reportFD: Int32 = 3
+
+    static func run(_ arguments: [String]) -> Never {
+        do throws(BenchError) {
+            switch (arguments.first, arguments.count) {
+            case ("library-watch", 3): try libraryWatch(directory: arguments[1], reports: arguments[2] == "report")
+            case ("floor-watch", 3):
+                try floorWatch(directory: arguments[1], reports: arguments[2] == "report", handOff: false)
+            case ("handoff-watch", 3):
+                try floorWatch(directory: arguments[1], reports: arguments[2] == "report", handOff: true)
+            case ("library-many", 3): try libraryMany(parent: arguments[1], count: Int(arguments[2]) ?? 0)
+            case ("floor-many", 3): try floorMany(parent: arguments[1], count: Int(arguments[2]) ?? 0)
+            case ("floor-tree", 2): try floorTree(root: arguments[1])
+            default: throw BenchError("unknown child mode: \(arguments.joined(separator: " "))")
+            }
+        } catch {
+            writeAll("dirwatch-bench child: \(error)\n", to: 2)
+            exit(1)
+        }
+        exit(0)
+    }
+
+    // MARK: - Watching one directory
+
+    /// Counts what the library delivers; written on the watcher's queue, read after a barrier.
+    private final class Tally: Sendable {
+        let created = Atomic<Int>(0)
+        let overflows = Atomic<Int>(0)
+        let changes = Atomic<Int>(0)
+    }
+
+    private static func libraryWatch(directory: String, reports: Bool) throws(BenchError) {
+        let tally = Tally()
+        let watcher: DirectoryWatcher
+        do {
+            watcher = try DirectoryWatcher.watchFolder(path: directory) { changes in
+                for change in changes {
+                    if reports {
+                        var now = monotonicNanoseconds()
+                        _ = Glibc.write(reportFD, &now, 8)
+                    }
+                    switch change.kind {
+                    case .created: tally.created.add(1, ordering: .relaxed)
+                    case .overflow: tally.overflows.add(1, ordering: .relaxed)
+                    default: break
+                    }
+                }
+                tally.changes.add(changes.count, ordering: .relaxed)
+            }
+        } catch {
+            throw BenchError("library: \(error)")
+        }
+        writeAll("ready cpu=\(ownCPUNanoseconds())\n", to: 1)
+        waitForEndOfInput()
+        // Everything the parent did before closing our input is in the kernel queue by now; the
+        // barrier returns once all of it has been delivered.
+        let done = DispatchSemaphore(value: 0)
+        watcher.barrier { done.signal() }
+        done.wait()
+        watcher.invalidate()
+        writeAll(
+            "done created=\(tally.created.load(ordering: .relaxed)) "
+                + "overflows=\(tally.overflows.load(ordering: .relaxed)) "
+                + "changes=\(tally.changes.load(ordering: .relaxed))\n", to: 1)
+    }
+
+    private static func floorWatch(directory: String, reports: Bool, handOff: Bool) throws(BenchError) {
+        guard let floor = cif_floor_open() else { throw .system("floor: inotify_init1") }
+        defer { cif_floor_close(floor) }
+        guard cif_floor_add(floor, directory) >= 0 else { throw .system("floor: inotify_add_watch", directory) }
+        writeAll("ready cpu=\(ownCPUNanoseconds())\n", to: 1)
+        var counts = cif_counts()
+        guard cif_floor_run(floor, 0, reports ? reportFD : -1, handOff ? 1 : 0, &counts) == 0 else {
+            throw .system("floor: reading")
+        }
+        writeAll("done created=\(counts.created) overflows=\(counts.overflows) changes=\(counts.events)\n", to: 1)
+    }
+
+    private static func waitForEndOfInput() {
+        var byte: UInt8 = 0
+        while true {
+            let count = read(0, &byte, 1)
+            if count == 0 || (count < 0 && errno != EINTR) { return }
+        }
+    }
+
+    // MARK: - Many watchers
+
+    /// What one process holds: measured before and after watching, the difference is the cost.
+    struct Footprint {
+        var threads = 0
+        var loopThreads = 0
+        var descriptors = 0
+        var inotifyInstances = 0
+        var heapBytes = 0
+        var residentBytes = 0
+
+        static func current() -> Footprint {
+            var footprint = Footprint()
+            for task in directoryEntries("/proc/self/task") {
+                footprint.threads += 1
+                if readText("/proc/self/task/\(task)/comm")?.hasPrefix("DirWatcher loop") == true {
+                    footprint.loopThreads += 1
+                }
+            }
+            var target = [CChar](repeating: 0, count: 64)
+            for fd in directoryEntries("/proc/self/fd") {
+                footprint.descriptors += 1
+                let count = readlink("/proc/self/fd/\(fd)", &target, target.count - 1)
+                if count > 0
+                    && String(decoding: target[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+                        == "anon_inode:inotify"
+                {
+                    footprint.inotifyInstances += 1
+                }
+            }
+            // The listing of /proc/self/fd holds one descriptor of its own while it runs.
+            footprint.descriptors -= 1
+            footprint.heapBytes = cbs_heap_bytes_in_use()
+            if let statm = readText("/proc/self/statm")?.split(separator: " "), statm.count > 1 {
+                footprint.residentBytes = (Int(statm[1]) ?? 0) * Int(sysconf(Int32(_SC_PAGESIZE)))
+            }
+            return footprint
+        }
+
+        func line(since before: Footprint, count: Int) -> String {
+            "many watched=\(count) threads=\(threads - before.threads) loopThreads=\(loopThreads) "
+                + "descriptors=\(descriptors - before.descriptors) inotify=\(inotifyInstances) "
+                + "heap=\(heapBytes - before.heapBytes) resident=\(residentBytes - before.residentBytes)\n"
+        }
+    }
+
+    /// One watcher per directory `parent/0` … `parent/count-1`: the cost of many watchers, and,
+    /// until the library watches trees, its cost per watched directory.
+    private static func libraryMany(parent: String, count: Int) throws(BenchError) {
+        let before = Footprint.current()
+        var watchers: [DirectoryWatcher] = []
+        watchers.reserveCapacity(count)
+        for index in 0..<count {
+            do {
+                watchers.append(try DirectoryWatcher.watchFolder(path: "\(parent)/\(index)") { _ in })
+            } catch {
+                throw BenchError("library: \(error)")
+            }
+        }
+        // One delivery round trip, so threads the delivery path starts are counted too.
+        let done = DispatchSemaphore(value: 0)
+        watchers.last?.barrier { done.signal() }
+        done.wait()
+        writeAll(Footprint.current().line(since: before, count: count), to: 1)
+        for watcher in watchers { watcher.invalidate() }
+    }
+
+    private static func floorMany(parent: String, count: Int) throws(BenchError) {
+        let before = Footprint.current()
+        guard let floor = cif_floor_open() else { throw .system("floor: inotify_init1") }
+        defer { cif_floor_close(floor) }
+        for index in 0..<count {
+            guard cif_floor_add(floor, "\(parent)/\(index)") >= 0 else {
+                throw .system("floor: inotify_add_watch", "\(parent)/\(index)")
+            }
+        }
+        writeAll(Footprint.current().line(since: before, count: count), to: 1)
+    }
+
+    // MARK: - Trees
+
+    /// The floor's naive recursive setup, timed from the first call to the last watch added.
+    /// (The library gets its own mode when it watches trees.)
+    private static func floorTree(root: String) throws(BenchError) {
+        guard let floor = cif_floor_open() else { throw .system("floor: inotify_init1") }
+        defer { cif_floor_close(floor) }
+        let start = monotonicNanoseconds()
+        let count = cif_floor_add_tree(floor, root)
+        let elapsed = monotonicNanoseconds() - start
+        guard count >= 0 else { throw .system("floor: watching the tree", root) }
+        writeAll("tree directories=\(count) ns=\(elapsed)\n", to: 1)
+    }
+}
