@@ -22,7 +22,9 @@ import Glibc
 /// `epoll_wait` over one inotify descriptor; it starts with the first watcher and stops with the
 /// last.
 ///
-/// A watcher reports the entries of its directory, not of subdirectories' contents. It can be
+/// A watcher reports the entries of its directory, not of subdirectories' contents; pass
+/// ``Options`` to choose which kinds of change, and use ``watchFile(path:options:delegate:queue:)``
+/// to watch one file so that the watch survives the file being replaced. A watcher can be
 /// invalidated from any thread; dropping the last reference invalidates it too.
 public final class DirectoryWatcher: @unchecked Sendable {
     /// The watched directory's absolute path, or for a file watch the file's (relative paths are
@@ -48,7 +50,7 @@ public final class DirectoryWatcher: @unchecked Sendable {
     }
 
     /// Whether the watcher still delivers changes: false after ``invalidate()``, and after the
-    /// watched directory was removed or moved.
+    /// watched directory (for a file watch, the file's directory) was removed or moved.
     public var isValid: Bool { subscription.gate.isOpen }
 
     private init(path: FileSystemPath, options: Options, subscription: Subscription, lease: LoopLease) {

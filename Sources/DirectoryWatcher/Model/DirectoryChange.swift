@@ -26,10 +26,12 @@ public struct DirectoryChange: Hashable, Sendable, CustomStringConvertible {
         /// An entry was moved out of the directory to a place this watcher does not watch.
         case movedOut
         /// The watched directory itself was removed (or its file system unmounted). The watcher
-        /// stops itself after delivering this change.
+        /// stops itself after delivering this change. For a file watch, ``DirectoryChange/path``
+        /// is the file's directory.
         case rootRemoved
         /// The watched directory itself was renamed or moved. The watcher stops itself after
-        /// delivering this change: its path no longer names the directory.
+        /// delivering this change: its path no longer names the directory. For a file watch,
+        /// ``DirectoryChange/path`` is the file's directory.
         case rootMoved
         /// The kernel's event queue overflowed (`IN_Q_OVERFLOW`): changes may have been lost.
         /// List the directory again to catch up. ``DirectoryChange/path`` is the watched directory.
