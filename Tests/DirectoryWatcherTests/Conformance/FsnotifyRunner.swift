@@ -38,14 +38,9 @@ final class FsnotifyRunner {
         func isWatched(_ path: String) -> Bool { lock.withLock { watches[path] != nil } }
         func watcher(_ path: String) -> DirectoryWatcher? { lock.withLock { watches[path] } }
         func add(_ watcher: DirectoryWatcher, for path: String) { lock.withLock { watches[path] = watcher } }
-        /// Forgets the watch of `path` if it is still `watcher` (fsnotify drops a watch whose
-        /// directory went away).
-        func remove(_ path: String, ifStill watcher: DirectoryWatcher? = nil) -> DirectoryWatcher? {
-            lock.withLock {
-                guard let current = watches[path], watcher == nil || current === watcher else { return nil }
-                watches[path] = nil
-                return current
-            }
+        /// Forgets the watch of `path` and returns it.
+        func remove(_ path: String) -> DirectoryWatcher? {
+            lock.withLock { watches.removeValue(forKey: path) }
         }
         var all: [DirectoryWatcher] { lock.withLock { Array(watches.values) } }
         var paths: Set<String> { lock.withLock { Set(watches.keys) } }
@@ -222,7 +217,7 @@ final class FsnotifyRunner {
                 shared.record(events)
                 if change.kind == .rootRemoved || change.kind == .rootMoved {
                     // The watch is gone, as fsnotify drops it; a later `watch` starts another.
-                    _ = shared.remove(watch.path, ifStill: nil)
+                    _ = shared.remove(watch.path)
                 }
             }
         }
