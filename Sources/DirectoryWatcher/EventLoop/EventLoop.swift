@@ -313,7 +313,9 @@ final class EventLoop: @unchecked Sendable {
             return
         }
         for watch in table.watches(event.wd) where !watch.subscriber.isEnded {
-            if let change = ChangeTranslation.change(for: event, in: watch.directory, mask: watch.mask) {
+            if let change = ChangeTranslation.change(
+                for: event, in: watch.directory, mask: watch.mask, entry: watch.entry)
+            {
                 collect(change, for: watch.subscriber)
             }
         }
@@ -324,19 +326,25 @@ final class EventLoop: @unchecked Sendable {
         let targets = table.watches(to.wd)
         for source in sources where !source.subscriber.isEnded {
             if let target = targets.first(where: { $0.subscriber === source.subscriber }) {
-                guard source.mask & InotifyMask.movedFrom != 0 || target.mask & InotifyMask.movedTo != 0 else {
-                    continue
-                }
+                // A file watch sees both ends when the move stays in its directory; it cares
+                // when either end is its entry (renamed away, or replaced by a rename).
+                guard source.covers(from.name) || target.covers(to.name),
+                    source.mask & InotifyMask.movedFrom != 0 || target.mask & InotifyMask.movedTo != 0
+                else { continue }
                 collect(
-                    ChangeTranslation.rename(from: from, in: source.directory, to: to, in: target.directory),
+                    ChangeTranslation.rename(to: to, path: target.path(of: to.name), from: source.path(of: from.name)),
                     for: source.subscriber)
-            } else if let change = ChangeTranslation.change(for: from, in: source.directory, mask: source.mask) {
+            } else if let change = ChangeTranslation.change(
+                for: from, in: source.directory, mask: source.mask, entry: source.entry)
+            {
                 collect(change, for: source.subscriber)
             }
         }
         for target in targets where !target.subscriber.isEnded {
             if sources.contains(where: { $0.subscriber === target.subscriber }) { continue }
-            if var change = ChangeTranslation.change(for: to, in: target.directory, mask: target.mask) {
+            if var change = ChangeTranslation.change(
+                for: to, in: target.directory, mask: target.mask, entry: target.entry)
+            {
                 // Another watcher of this process saw it leave, so its origin is known.
                 change.oldPath = sources.first.map { $0.directory.appending(bytes: from.name) }
                 collect(change, for: target.subscriber)
@@ -407,7 +415,7 @@ final class EventLoop: @unchecked Sendable {
         do {
             let wd = try table.add(
                 subscription, directory: subscription.root, mask: subscription.mask,
-                flags: InotifyMask.onlyDirectory | InotifyMask.excludeUnlinked)
+                flags: InotifyMask.onlyDirectory | InotifyMask.excludeUnlinked, only: subscription.entry)
             subscription.descriptors = [wd]
             subscriptions[ObjectIdentifier(subscription)] = subscription
             return nil

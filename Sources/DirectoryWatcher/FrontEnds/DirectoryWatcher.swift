@@ -22,12 +22,18 @@ import Glibc
 /// `epoll_wait` over one inotify descriptor; it starts with the first watcher and stops with the
 /// last.
 ///
-/// A watcher reports the entries of its directory, not of subdirectories' contents. It can be
+/// A watcher reports the entries of its directory, not of subdirectories' contents; pass
+/// ``Options`` to choose which kinds of change, and use ``watchFile(path:options:delegate:queue:)``
+/// to watch one file so that the watch survives the file being replaced. A watcher can be
 /// invalidated from any thread; dropping the last reference invalidates it too.
 public final class DirectoryWatcher: @unchecked Sendable {
-    /// The watched directory's absolute path (relative paths are resolved against the current
-    /// directory when watching starts; symbolic links are kept as given).
+    /// The watched directory's absolute path, or for a file watch the file's (relative paths are
+    /// resolved against the current directory when watching starts; symbolic links are kept as
+    /// given).
     public let path: FileSystemPath
+
+    /// What the watcher was asked to report.
+    public let options: Options
 
     private let subscription: Subscription
     private let lease: LoopLease
@@ -44,11 +50,12 @@ public final class DirectoryWatcher: @unchecked Sendable {
     }
 
     /// Whether the watcher still delivers changes: false after ``invalidate()``, and after the
-    /// watched directory was removed or moved.
+    /// watched directory (for a file watch, the file's directory) was removed or moved.
     public var isValid: Bool { subscription.gate.isOpen }
 
-    private init(path: FileSystemPath, subscription: Subscription, lease: LoopLease) {
+    private init(path: FileSystemPath, options: Options, subscription: Subscription, lease: LoopLease) {
         self.path = path
+        self.options = options
         self.subscription = subscription
         self.lease = lease
     }
@@ -66,7 +73,7 @@ public final class DirectoryWatcher: @unchecked Sendable {
     public static func watchFolder(path: String, delegate: any DirectoryWatcherDelegate) throws(DirectoryWatcherError)
         -> DirectoryWatcher
     {
-        try make(path: path, delegate: delegate, queue: nil, loop: nil)
+        try make(path: path, delegate: delegate, queue: nil)
     }
 
     /// Starts watching the directory at `path`; callbacks run on `queue`.
@@ -78,7 +85,7 @@ public final class DirectoryWatcher: @unchecked Sendable {
     public static func watchFolder(
         path: String, delegate: any DirectoryWatcherDelegate, queue: DispatchQueue
     ) throws(DirectoryWatcherError) -> DirectoryWatcher {
-        try make(path: path, delegate: delegate, queue: queue, loop: nil)
+        try make(path: path, delegate: delegate, queue: queue)
     }
 
     /// Starts watching the directory at `path` and calls `handler` with each batch of changes.
@@ -90,13 +97,104 @@ public final class DirectoryWatcher: @unchecked Sendable {
         handler: @escaping @Sendable ([DirectoryChange]) -> Void
     ) throws(DirectoryWatcherError) -> DirectoryWatcher {
         let delegate = ClosureDelegate(handler)
-        let watcher = try make(path: path, delegate: delegate, queue: queue, loop: nil)
+        let watcher = try make(path: path, delegate: delegate, queue: queue)
+        watcher.lock.withLock { watcher.retainedDelegate = delegate }
+        return watcher
+    }
+
+    /// Starts watching the directory at `path` for the changes `options` selects.
+    ///
+    /// ```swift
+    /// let options = DirectoryWatcher.Options(events: [.created, .removed])
+    /// watcher = try DirectoryWatcher.watchFolder(path: "/srv/uploads", options: options, delegate: self)
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - path: A directory, absolute or relative to the current directory.
+    ///   - options: What to report; the default reports what ``watchFolder(path:delegate:)`` does.
+    ///   - delegate: Told about changes; held weakly.
+    ///   - queue: Where callbacks run, as in ``watchFolder(path:delegate:queue:)``; nil for a private
+    ///     serial queue.
+    /// - Throws: ``DirectoryWatcherError``, naming the path and the cause.
+    public static func watchFolder(
+        path: String, options: Options, delegate: any DirectoryWatcherDelegate, queue: DispatchQueue? = nil
+    ) throws(DirectoryWatcherError) -> DirectoryWatcher {
+        try make(path: path, options: options, delegate: delegate, queue: queue)
+    }
+
+    /// Starts watching the directory at `path` for the changes `options` selects, and calls
+    /// `handler` with each batch. The watcher keeps `handler` alive until it is invalidated.
+    public static func watchFolder(
+        path: String, options: Options, queue: DispatchQueue? = nil,
+        handler: @escaping @Sendable ([DirectoryChange]) -> Void
+    ) throws(DirectoryWatcherError) -> DirectoryWatcher {
+        let delegate = ClosureDelegate(handler)
+        let watcher = try make(path: path, options: options, delegate: delegate, queue: queue)
+        watcher.lock.withLock { watcher.retainedDelegate = delegate }
+        return watcher
+    }
+
+    /// Starts watching one file, by name, so that the watch survives the file being replaced.
+    ///
+    /// ```swift
+    /// watcher = try DirectoryWatcher.watchFile(path: "/etc/myapp/config.toml", delegate: self)
+    /// ```
+    ///
+    /// Editors and configuration tools save a file atomically: they write a new file next to it
+    /// and rename it over the old one. A watch on the file's inode would end there, watching a
+    /// file that no longer has a name. This watch instead watches the file's directory for the
+    /// file's name, so it reports every file that bears the name, one after the other:
+    ///
+    /// | What happens to the file | What is reported (``DirectoryChange/path`` is `path`) |
+    /// |---|---|
+    /// | written, attributes changed | ``DirectoryChange/Kind/modified``, ``DirectoryChange/Kind/attributesChanged`` |
+    /// | replaced by a rename in its directory (an atomic save) | ``DirectoryChange/Kind/renamed``, ``DirectoryChange/oldPath`` the replacement's old path |
+    /// | renamed away within its directory | ``DirectoryChange/Kind/renamed`` with ``DirectoryChange/oldPath`` `path` and the new path in ``DirectoryChange/path`` |
+    /// | moved in from, or out to, another directory | ``DirectoryChange/Kind/movedIn``, ``DirectoryChange/Kind/movedOut`` |
+    /// | removed | ``DirectoryChange/Kind/removed`` |
+    /// | created again, after a removal or a move away | ``DirectoryChange/Kind/created`` |
+    ///
+    /// The watch goes on after a removal or a move away, and reports the next file of that name.
+    /// It ends only with its directory: when the directory is removed or moved, the watcher
+    /// reports ``DirectoryChange/Kind/rootRemoved`` or ``DirectoryChange/Kind/rootMoved`` with the
+    /// directory's path and stops itself.
+    ///
+    /// The file need not exist yet; its directory must. When `path` is a symbolic link, it is
+    /// followed once, when watching starts (as the kernel follows a watched directory's link), and
+    /// the watch then follows the name the link points to; changes still carry `path`. Writes
+    /// through another hard link in another directory are not seen, since only the name is
+    /// watched.
+    ///
+    /// - Parameters:
+    ///   - path: The file, absolute or relative to the current directory.
+    ///   - options: What to report; by default, the same kinds as a directory watch.
+    ///   - delegate: Told about changes; held weakly.
+    ///   - queue: Where callbacks run, as in ``watchFolder(path:delegate:queue:)``; nil for a private
+    ///     serial queue.
+    /// - Throws: ``DirectoryWatcherError``, naming the path and the cause: the directory is
+    ///   missing or not a directory, or `path` names no entry of a directory (`/`).
+    public static func watchFile(
+        path: String, options: Options = Options(), delegate: any DirectoryWatcherDelegate,
+        queue: DispatchQueue? = nil
+    ) throws(DirectoryWatcherError) -> DirectoryWatcher {
+        try make(path: path, options: options, watchesFile: true, delegate: delegate, queue: queue)
+    }
+
+    /// Starts watching one file by name, as ``watchFile(path:options:delegate:queue:)`` does, and
+    /// calls `handler` with each batch. The watcher keeps `handler` alive until it is invalidated.
+    public static func watchFile(
+        path: String, options: Options = Options(), queue: DispatchQueue? = nil,
+        handler: @escaping @Sendable ([DirectoryChange]) -> Void
+    ) throws(DirectoryWatcherError) -> DirectoryWatcher {
+        let delegate = ClosureDelegate(handler)
+        let watcher = try make(path: path, options: options, watchesFile: true, delegate: delegate, queue: queue)
         watcher.lock.withLock { watcher.retainedDelegate = delegate }
         return watcher
     }
 
     static func make(
-        path: String, delegate: any DirectoryWatcherDelegate, queue: DispatchQueue?, loop: EventLoop?
+        path: String, options: Options = Options(), watchesFile: Bool = false, delegate: any DirectoryWatcherDelegate,
+        queue: DispatchQueue?, loop: EventLoop? = nil
     ) throws(DirectoryWatcherError) -> DirectoryWatcher {
         guard !path.isEmpty else { throw DirectoryWatcherError(code: .emptyPath, path: path) }
         let lease: LoopLease
@@ -122,10 +220,23 @@ public final class DirectoryWatcher: @unchecked Sendable {
         } catch {
             throw DirectoryWatcherError(error, path: path)
         }
+        var root = absolute
+        var entry: WatchedEntry?
+        if watchesFile {
+            do throws(SyscallError) {
+                let (directory, name) = try resolveEntry(absolute, system: lease.loop.system)
+                root = directory
+                entry = WatchedEntry(name: name, path: absolute)
+            } catch {
+                lease.release()
+                throw DirectoryWatcherError(error, path: path)
+            }
+        }
         let label = "DirectoryWatcher \(absolute)"
         let deliveryQueue = queue.map { DispatchQueue(label: label, target: $0) } ?? DispatchQueue(label: label)
-        let subscription = Subscription(root: absolute, mask: InotifyMask.directoryWatch, queue: deliveryQueue)
-        let watcher = DirectoryWatcher(path: absolute, subscription: subscription, lease: lease)
+        let subscription = Subscription(
+            root: root, mask: options.events.inotifyMask, entry: entry, queue: deliveryQueue)
+        let watcher = DirectoryWatcher(path: absolute, options: options, subscription: subscription, lease: lease)
         watcher.delegate = delegate
         subscription.receiver = watcher
         switch lease.loop.submitAndWait({ loop in loop.subscribe(subscription) }) {
@@ -139,6 +250,27 @@ public final class DirectoryWatcher: @unchecked Sendable {
             watcher.invalidate()
             throw DirectoryWatcherError(SyscallError(function: "inotify_add_watch", errno: EBADF), path: path)
         }
+    }
+
+    /// The directory and the entry name a file watch of `path` follows: a symbolic link at the
+    /// end of the path is followed (relative targets from the link's directory), up to the
+    /// kernel's 40 links.
+    static func resolveEntry(
+        _ path: FileSystemPath, system: System
+    ) throws(SyscallError) -> (directory: FileSystemPath, name: [UInt8]) {
+        var current = path
+        for _ in 0...40 {
+            let name = current.lastComponent.bytes
+            // "/" has no name in a directory; ".." is the parent itself, never an entry.
+            guard !name.isEmpty, name != Array("..".utf8) else {
+                throw SyscallError(function: "watchFile", errno: EISDIR)
+            }
+            guard let target = try system.symbolicLinkTarget(current) else {
+                return (current.parent, name)
+            }
+            current = FileSystemPath.absolute(target, currentDirectory: current.parent)
+        }
+        throw SyscallError(function: "readlink", errno: ELOOP)
     }
 
     /// Stops watching. Idempotent, and safe from any thread, inside a callback too.

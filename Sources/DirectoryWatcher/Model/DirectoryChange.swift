@@ -26,14 +26,33 @@ public struct DirectoryChange: Hashable, Sendable, CustomStringConvertible {
         /// An entry was moved out of the directory to a place this watcher does not watch.
         case movedOut
         /// The watched directory itself was removed (or its file system unmounted). The watcher
-        /// stops itself after delivering this change.
+        /// stops itself after delivering this change. For a file watch, ``DirectoryChange/path``
+        /// is the file's directory.
         case rootRemoved
         /// The watched directory itself was renamed or moved. The watcher stops itself after
-        /// delivering this change: its path no longer names the directory.
+        /// delivering this change: its path no longer names the directory. For a file watch,
+        /// ``DirectoryChange/path`` is the file's directory.
         case rootMoved
         /// The kernel's event queue overflowed (`IN_Q_OVERFLOW`): changes may have been lost.
         /// List the directory again to catch up. ``DirectoryChange/path`` is the watched directory.
         case overflow
+        /// A file or directory was opened (`IN_OPEN`). Reported only when selected with
+        /// ``DirectoryWatcher/Events/opened``. With the watched directory's own path, the
+        /// directory itself was opened (listed, for one).
+        case opened
+        /// A file's contents were read (`IN_ACCESS`). Reported only when selected with
+        /// ``DirectoryWatcher/Events/accessed``. A burst of reads of one file between two reads of
+        /// the kernel queue arrives as one change.
+        case accessed
+        /// A file that was open for writing was closed (`IN_CLOSE_WRITE`): that writer has
+        /// finished, so what it wrote is complete, though another writer may still be busy. Also
+        /// reported when nothing was written (`touch`). Reported only when selected with
+        /// ``DirectoryWatcher/Events/writerClosed``.
+        case writerClosed
+        /// A file or directory that was open without write access was closed
+        /// (`IN_CLOSE_NOWRITE`). Reported only when selected with
+        /// ``DirectoryWatcher/Events/readerClosed``.
+        case readerClosed
     }
 
     public var kind: Kind

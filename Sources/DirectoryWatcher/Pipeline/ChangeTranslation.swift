@@ -3,8 +3,12 @@ enum ChangeTranslation {
     /// The change `event` means for a watch on `directory`, or nil when it means none for `mask`.
     ///
     /// `mask` is what this watcher asked for: the kernel watch serves every watcher of the
-    /// directory with the union of their masks, so each filters its own.
-    static func change(for event: InotifyEvent, in directory: FileSystemPath, mask: UInt32) -> DirectoryChange? {
+    /// directory with the union of their masks, so each filters its own. `entry`, for a file
+    /// watch, is the one name it follows: events about other names, and about the directory
+    /// itself short of its removal or move, mean nothing to it.
+    static func change(
+        for event: InotifyEvent, in directory: FileSystemPath, mask: UInt32, entry: WatchedEntry? = nil
+    ) -> DirectoryChange? {
         let isDirectory = event.has(InotifyMask.isDirectory)
         if event.name.isEmpty {
             // An event about the watched directory itself.
@@ -14,39 +18,39 @@ enum ChangeTranslation {
             if event.has(InotifyMask.moveSelf) {
                 return DirectoryChange(kind: .rootMoved, path: directory, isDirectory: true)
             }
-            if event.has(InotifyMask.attributes) && mask & InotifyMask.attributes != 0 {
-                return DirectoryChange(kind: .attributesChanged, path: directory, isDirectory: true)
+            guard entry == nil, let kind = kind(of: event.mask & mask) else { return nil }
+            switch kind {
+            case .attributesChanged, .opened, .accessed, .readerClosed:
+                return DirectoryChange(kind: kind, path: directory, isDirectory: true)
+            default:
+                return nil
             }
-            return nil
         }
-        let kind: DirectoryChange.Kind
-        let relevant = event.mask & mask
-        if relevant & InotifyMask.create != 0 {
-            kind = .created
-        } else if relevant & InotifyMask.delete != 0 {
-            kind = .removed
-        } else if relevant & InotifyMask.modify != 0 {
-            kind = .modified
-        } else if relevant & InotifyMask.attributes != 0 {
-            kind = .attributesChanged
-        } else if relevant & InotifyMask.movedFrom != 0 {
-            kind = .movedOut
-        } else if relevant & InotifyMask.movedTo != 0 {
-            kind = .movedIn
-        } else {
-            return nil
-        }
-        return DirectoryChange(kind: kind, path: directory.appending(bytes: event.name), isDirectory: isDirectory)
+        if let entry, entry.name != event.name { return nil }
+        guard let kind = kind(of: event.mask & mask) else { return nil }
+        let path = entry?.path ?? directory.appending(bytes: event.name)
+        return DirectoryChange(kind: kind, path: path, isDirectory: isDirectory)
     }
 
-    /// A paired move seen by a watcher that watches both ends.
-    static func rename(
-        from: InotifyEvent, in fromDirectory: FileSystemPath, to: InotifyEvent,
-        in toDirectory: FileSystemPath
-    ) -> DirectoryChange {
-        DirectoryChange(
-            kind: .renamed, path: toDirectory.appending(bytes: to.name),
-            oldPath: fromDirectory.appending(bytes: from.name), isDirectory: to.has(InotifyMask.isDirectory))
+    /// The change kind for the event bits a watcher asked for; nil when none is left.
+    private static func kind(of relevant: UInt32) -> DirectoryChange.Kind? {
+        if relevant & InotifyMask.create != 0 { return .created }
+        if relevant & InotifyMask.delete != 0 { return .removed }
+        if relevant & InotifyMask.modify != 0 { return .modified }
+        if relevant & InotifyMask.attributes != 0 { return .attributesChanged }
+        if relevant & InotifyMask.movedFrom != 0 { return .movedOut }
+        if relevant & InotifyMask.movedTo != 0 { return .movedIn }
+        if relevant & InotifyMask.open != 0 { return .opened }
+        if relevant & InotifyMask.access != 0 { return .accessed }
+        if relevant & InotifyMask.closeWrite != 0 { return .writerClosed }
+        if relevant & InotifyMask.closeNoWrite != 0 { return .readerClosed }
+        return nil
+    }
+
+    /// A paired move seen by a watcher that watches both ends; the paths are as that watcher
+    /// knows them.
+    static func rename(to: InotifyEvent, path: FileSystemPath, from oldPath: FileSystemPath) -> DirectoryChange {
+        DirectoryChange(kind: .renamed, path: path, oldPath: oldPath, isDirectory: to.has(InotifyMask.isDirectory))
     }
 
     /// Whether a change ends its watcher.

@@ -6,8 +6,11 @@ import Dispatch
 /// batch to ``queue`` in one block, so a slow delegate delays only its own queue, never the loop's
 /// reading of the kernel queue. Blocks run in the order the loop enqueued them: kernel order.
 final class Subscription: @unchecked Sendable {
+    /// The watched directory (for a file watch, the directory that holds the file).
     let root: FileSystemPath
     let mask: UInt32
+    /// For a file watch, the entry of ``root`` it follows; nil for a directory watch.
+    let entry: WatchedEntry?
     /// Serial; targets the caller's queue when one was given.
     let queue: DispatchQueue
     let gate = DeliveryGate()
@@ -23,16 +26,19 @@ final class Subscription: @unchecked Sendable {
     /// The pending batch ends the watch (the root was removed or moved).
     var endsWithBatch = false
 
-    init(root: FileSystemPath, mask: UInt32, queue: DispatchQueue) {
+    init(root: FileSystemPath, mask: UInt32, entry: WatchedEntry? = nil, queue: DispatchQueue) {
         self.root = root
         self.mask = mask
+        self.entry = entry
         self.queue = queue
     }
 
-    /// Loop thread: adds a change to the batch, folding repeated writes to one file into one.
-    /// Returns true when the batch was empty before.
+    /// Loop thread: adds a change to the batch, folding repeated writes (or reads) of one file
+    /// into one. Returns true when the batch was empty before.
     func collect(_ change: DirectoryChange) -> Bool {
-        if change.kind == .modified, let last = pending.last, last == change { return false }
+        if change.kind == .modified || change.kind == .accessed, let last = pending.last, last == change {
+            return false
+        }
         pending.append(change)
         return pending.count == 1
     }

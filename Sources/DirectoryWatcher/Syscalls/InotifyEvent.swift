@@ -28,6 +28,8 @@ enum InotifyMask {
     static let modify = UInt32(IN_MODIFY)
     static let attributes = UInt32(IN_ATTRIB)
     static let closeWrite = UInt32(IN_CLOSE_WRITE)
+    static let closeNoWrite = UInt32(IN_CLOSE_NOWRITE)
+    static let open = UInt32(IN_OPEN)
     static let movedFrom = UInt32(IN_MOVED_FROM)
     static let movedTo = UInt32(IN_MOVED_TO)
     static let create = UInt32(IN_CREATE)
@@ -42,7 +44,9 @@ enum InotifyMask {
     static let maskAdd = UInt32(IN_MASK_ADD)
     static let isDirectory = UInt32(IN_ISDIR)
 
-    /// What a directory watcher asks the kernel for.
+    /// What a directory watcher asks the kernel for by default.
     static let directoryWatch: UInt32 =
         create | delete | modify | attributes | movedFrom | movedTo | deleteSelf | moveSelf
+    /// What every watch asks for whatever events were selected: the directory's own end.
+    static let lifecycle: UInt32 = deleteSelf | moveSelf
 }

@@ -31,6 +31,7 @@ struct SystemCalls: Sendable {
             _ thread: UnsafeMutablePointer<pthread_t>, _ argument: UnsafeMutableRawPointer,
             _ body: @convention(c) (UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer?
         ) -> Int32
+    var readlink: @Sendable (_ path: UnsafePointer<CChar>, _ buffer: UnsafeMutablePointer<CChar>, _ size: Int) -> Int
 
     /// The kernel's own calls.
     static let live = SystemCalls(
@@ -47,7 +48,8 @@ struct SystemCalls: Sendable {
         futimens: { Glibc.futimens($0, $1) },
         close: { Glibc.close($0) },
         getcwd: { Glibc.getcwd($0, $1) },
-        pthreadCreate: { Glibc.pthread_create($0, nil, $2, $1) }
+        pthreadCreate: { Glibc.pthread_create($0, nil, $2, $1) },
+        readlink: { Glibc.readlink($0, $1, $2) }
     )
 }
 
@@ -182,6 +184,29 @@ struct System: Sendable {
             }
             if code == EINTR { continue }
             throw SyscallError(function: "getcwd", errno: code)
+        }
+    }
+
+    /// The target of the symbolic link at `path`; nil when `path` is not a symbolic link
+    /// (`EINVAL`) or names nothing (`ENOENT`). The corresponding C function is `readlink`.
+    func symbolicLinkTarget(_ path: FileSystemPath) throws(SyscallError) -> FileSystemPath? {
+        var size = 256
+        while true {
+            var buffer = [CChar](repeating: 0, count: size)
+            let count = path.withCString { pointer in
+                buffer.withUnsafeMutableBufferPointer { calls.readlink(pointer, $0.baseAddress!, size) }
+            }
+            if count >= 0 && count < size {
+                return FileSystemPath(bytes: buffer[..<count].map { UInt8(bitPattern: $0) })
+            }
+            if count >= 0 && size < 1 << 16 {
+                size *= 4  // possibly truncated: try a larger buffer
+                continue
+            }
+            let code = count >= 0 ? ENAMETOOLONG : Glibc.errno
+            if code == EINTR { continue }
+            if code == EINVAL || code == ENOENT { return nil }
+            throw SyscallError(function: "readlink", errno: code)
         }
     }
 

@@ -15,6 +15,21 @@ struct WatchTable<Subscriber: AnyObject> {
         /// through different paths, a symbolic link for one).
         let directory: FileSystemPath
         var mask: UInt32
+        /// For a file watch: the one entry name this subscriber wants, and the path it knows that
+        /// entry by. Nil for a directory watch, which wants every entry.
+        var entry: WatchedEntry? = nil
+
+        /// Whether an event about `name` (empty: the directory itself) concerns this watch.
+        func covers(_ name: [UInt8]) -> Bool {
+            guard let entry else { return true }
+            return name == entry.name
+        }
+
+        /// The path a change about `name` carries for this subscriber.
+        func path(of name: [UInt8]) -> FileSystemPath {
+            if let entry, name == entry.name { return entry.path }
+            return directory.appending(bytes: name)
+        }
     }
 
     struct Entry {
@@ -33,22 +48,24 @@ struct WatchTable<Subscriber: AnyObject> {
 
     /// Watches `directory` for `subscriber`, joining the kernel watch when one exists.
     /// `flags` are kernel-only bits (`IN_ONLYDIR`, `IN_EXCL_UNLINK`) that do not become events.
+    /// `only` narrows the subscriber's interest to one entry of the directory (a file watch).
     @discardableResult
     mutating func add(
-        _ subscriber: Subscriber, directory: FileSystemPath, mask: UInt32, flags: UInt32 = 0
+        _ subscriber: Subscriber, directory: FileSystemPath, mask: UInt32, flags: UInt32 = 0,
+        only: WatchedEntry? = nil
     ) throws(SyscallError) -> Int32 {
         let wd = try system.inotifyAddWatch(inotifyFD, path: directory, mask: mask | flags | InotifyMask.maskAdd)
+        let watch = Watch(subscriber: subscriber, directory: directory, mask: mask, entry: only)
         if var entry = entries[wd] {
             entry.kernelMask |= mask
             if let index = entry.watches.firstIndex(where: { $0.subscriber === subscriber }) {
                 entry.watches[index].mask |= mask
             } else {
-                entry.watches.append(Watch(subscriber: subscriber, directory: directory, mask: mask))
+                entry.watches.append(watch)
             }
             entries[wd] = entry
         } else {
-            entries[wd] = Entry(
-                watches: [Watch(subscriber: subscriber, directory: directory, mask: mask)], kernelMask: mask)
+            entries[wd] = Entry(watches: [watch], kernelMask: mask)
         }
         return wd
     }
@@ -79,4 +96,12 @@ struct WatchTable<Subscriber: AnyObject> {
     }
 
     var count: Int { entries.count }
+}
+
+/// The one entry a file watch follows in its directory.
+struct WatchedEntry: Equatable, Sendable {
+    /// The entry's name in the watched directory.
+    let name: [UInt8]
+    /// The path changes about the entry carry: the path the caller gave, made absolute.
+    let path: FileSystemPath
 }

@@ -1,0 +1,80 @@
+extension DirectoryWatcher {
+    /// How a watcher watches: today, which changes it reports.
+    ///
+    /// ```swift
+    /// // Only new and removed entries:
+    /// let options = DirectoryWatcher.Options(events: [.created, .removed])
+    /// // The defaults, plus closes after writing (a writer finished with a file):
+    /// let settled = DirectoryWatcher.Options(events: DirectoryWatcher.Events.default.union(.writerClosed))
+    /// ```
+    ///
+    /// The default value reports what ``DirectoryWatcher/watchFolder(path:delegate:)`` reports.
+    public struct Options: Hashable, Sendable {
+        /// Which changes the watcher reports. ``DirectoryChange/Kind/rootRemoved``,
+        /// ``DirectoryChange/Kind/rootMoved`` and ``DirectoryChange/Kind/overflow`` are always
+        /// reported: they end the watch or say that changes were lost.
+        public var events: Events
+
+        public init(events: Events = .default) {
+            self.events = events
+        }
+    }
+
+    /// Which kinds of change a watcher reports.
+    ///
+    /// The kernel watch of a directory serves every watcher of it with the union of what they
+    /// asked for; each watcher then receives only the kinds it selected, so a watcher that selects
+    /// few kinds costs the others nothing.
+    public struct Events: OptionSet, Hashable, Sendable {
+        public let rawValue: UInt32
+
+        public init(rawValue: UInt32) {
+            self.rawValue = rawValue
+        }
+
+        /// ``DirectoryChange/Kind/created`` (`IN_CREATE`).
+        public static let created = Events(rawValue: 1 << 0)
+        /// ``DirectoryChange/Kind/removed`` (`IN_DELETE`).
+        public static let removed = Events(rawValue: 1 << 1)
+        /// ``DirectoryChange/Kind/modified`` (`IN_MODIFY`).
+        public static let modified = Events(rawValue: 1 << 2)
+        /// ``DirectoryChange/Kind/attributesChanged`` (`IN_ATTRIB`).
+        public static let attributesChanged = Events(rawValue: 1 << 3)
+        /// ``DirectoryChange/Kind/renamed``, ``DirectoryChange/Kind/movedIn`` and
+        /// ``DirectoryChange/Kind/movedOut`` (`IN_MOVED_FROM`, `IN_MOVED_TO`).
+        public static let moved = Events(rawValue: 1 << 4)
+        /// ``DirectoryChange/Kind/opened`` (`IN_OPEN`). Off by default: every open reports, reads
+        /// included.
+        public static let opened = Events(rawValue: 1 << 5)
+        /// ``DirectoryChange/Kind/accessed`` (`IN_ACCESS`). Off by default: every read reports.
+        public static let accessed = Events(rawValue: 1 << 6)
+        /// ``DirectoryChange/Kind/writerClosed`` (`IN_CLOSE_WRITE`). Off by default.
+        public static let writerClosed = Events(rawValue: 1 << 7)
+        /// ``DirectoryChange/Kind/readerClosed`` (`IN_CLOSE_NOWRITE`). Off by default.
+        public static let readerClosed = Events(rawValue: 1 << 8)
+
+        /// What a watcher reports unless told otherwise: entries created, removed, written,
+        /// changed in their attributes, renamed and moved.
+        public static let `default`: Events = [.created, .removed, .modified, .attributesChanged, .moved]
+
+        /// Everything, opens, reads and closes included.
+        public static let all: Events = [
+            .default, .opened, .accessed, .writerClosed, .readerClosed,
+        ]
+
+        /// The inotify bits these events need; the watch's own removal and move always come along.
+        var inotifyMask: UInt32 {
+            var mask = InotifyMask.lifecycle
+            if contains(.created) { mask |= InotifyMask.create }
+            if contains(.removed) { mask |= InotifyMask.delete }
+            if contains(.modified) { mask |= InotifyMask.modify }
+            if contains(.attributesChanged) { mask |= InotifyMask.attributes }
+            if contains(.moved) { mask |= InotifyMask.movedFrom | InotifyMask.movedTo }
+            if contains(.opened) { mask |= InotifyMask.open }
+            if contains(.accessed) { mask |= InotifyMask.access }
+            if contains(.writerClosed) { mask |= InotifyMask.closeWrite }
+            if contains(.readerClosed) { mask |= InotifyMask.closeNoWrite }
+            return mask
+        }
+    }
+}
