@@ -28,7 +28,10 @@ struct Configuration {
 
 /// What is measured in every round, each in a child process running this same executable.
 enum Contender: String, CaseIterable {
+    /// The library as most code uses it: callbacks on a queue (`Delivery.queue`).
     case library
+    /// The library with callbacks on its event-loop thread (`Delivery.eventLoopThread`).
+    case libraryLoop
     /// The C floor.
     case floor
     /// The C floor with the library's shape: a reading thread handing each read to a delivery
@@ -108,7 +111,8 @@ final class Bench {
 
         for round in 0..<c.rounds {
             // Alternate who goes first, so neither always gets the warmer caches.
-            let order: [Contender] = round % 2 == 0 ? [.floor, .library] : [.library, .floor]
+            let order: [Contender] =
+                round % 2 == 0 ? [.floor, .library, .libraryLoop] : [.libraryLoop, .library, .floor]
             let watching = round % 2 == 0 ? order + [.handoff] : [.handoff] + order
             for contender in watching {
                 log("round \(round + 1)/\(c.rounds): \(contender): latency and idle wake-ups")
@@ -141,16 +145,17 @@ final class Bench {
         }
         let snapshot = try floorSnapshot()
 
-        func both(_ values: [Contender: [Double]]) -> (Measured, Measured) {
-            (.values(values[.library] ?? []), .values(values[.floor] ?? []))
+        func both(_ values: [Contender: [Double]], _ library: Contender = .library) -> (Measured, Measured) {
+            (.values(values[library] ?? []), .values(values[.floor] ?? []))
         }
-        func footprint(_ key: String, perWatch: Bool = false) -> (Measured, Measured) {
+        func footprint(_ key: String, perWatch: Bool = false, _ library: Contender = .library) -> (Measured, Measured) {
             let divisor = perWatch ? Double(c.watcherCount) : 1
             return (
-                .values((footprints[.library] ?? []).map { ($0[key] ?? 0) / divisor }),
+                .values((footprints[library] ?? []).map { ($0[key] ?? 0) / divisor }),
                 .values((footprints[.floor] ?? []).map { ($0[key] ?? 0) / divisor })
             )
         }
+        let onLoop = ", callbacks on the loop thread"
         handoff = [
             "latency50": latency50[.handoff] ?? [], "latency99": latency99[.handoff] ?? [],
             "cpu": cpu[.handoff] ?? [], "idle": idle[.handoff] ?? [],
@@ -165,9 +170,19 @@ final class Bench {
         }
         figures = [
             figure("latency50", "Latency, file created → callback, p50", "µs", both(latency50), .ratioAtMost(1.2)),
+            figure(
+                "latency50-loop", "Latency, file created → callback, p50\(onLoop)", "µs",
+                both(latency50, .libraryLoop), .ratioAtMost(1.2)),
             figure("latency99", "Latency, file created → callback, p99", "µs", both(latency99), .none),
+            figure(
+                "latency99-loop", "Latency, file created → callback, p99\(onLoop)", "µs",
+                both(latency99, .libraryLoop), .none),
             figure("cpu", "CPU per change, burst of \(burstName)", "µs", both(cpu), .ratioAtMost(1.5)),
+            figure(
+                "cpu-loop", "CPU per change, burst of \(burstName)\(onLoop)", "µs", both(cpu, .libraryLoop),
+                .ratioAtMost(1.5)),
             figure("lost", "Changes lost in the burst", "changes", both(lost), .atMost(0)),
+            figure("lost-loop", "Changes lost in the burst\(onLoop)", "changes", both(lost, .libraryLoop), .atMost(0)),
             figure("overflows", "Overflow notices in the burst", "notices", both(overflows), .none),
         ]
         for size in c.treeSizes {
@@ -181,6 +196,9 @@ final class Bench {
             figure("snapshot", "Memory per snapshot entry (heap)", "bytes", (notYet, .values(snapshot)), .none),
             figure("idle", "Idle wake-ups", "per second", both(idle), .atMost(0)),
             figure("threads", "\(watchers): threads added", "threads", footprint("threads"), .atMost(1)),
+            figure(
+                "threads-loop", "\(watchers): threads added\(onLoop)", "threads", footprint("threads", .libraryLoop),
+                .atMost(1)),
             figure("inotify", "\(watchers): inotify instances", "instances", footprint("inotify"), .atMost(1)),
             figure("descriptors", "\(watchers): descriptors added", "descriptors", footprint("descriptors"), .none),
             figure("resident", "\(watchers): resident memory added", "KiB", footprint("residentKiB"), .none),

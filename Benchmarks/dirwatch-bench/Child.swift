@@ -18,12 +18,18 @@ enum Child {
     static func run(_ arguments: [String]) -> Never {
         do throws(BenchError) {
             switch (arguments.first, arguments.count) {
-            case ("library-watch", 3): try libraryWatch(directory: arguments[1], reports: arguments[2] == "report")
+            case ("library-watch", 3):
+                try libraryWatch(directory: arguments[1], reports: arguments[2] == "report", delivery: .queue)
+            case ("libraryLoop-watch", 3):
+                try libraryWatch(directory: arguments[1], reports: arguments[2] == "report", delivery: .eventLoopThread)
             case ("floor-watch", 3):
                 try floorWatch(directory: arguments[1], reports: arguments[2] == "report", handOff: false)
             case ("handoff-watch", 3):
                 try floorWatch(directory: arguments[1], reports: arguments[2] == "report", handOff: true)
-            case ("library-many", 3): try libraryMany(parent: arguments[1], count: Int(arguments[2]) ?? 0)
+            case ("library-many", 3):
+                try libraryMany(parent: arguments[1], count: Int(arguments[2]) ?? 0, delivery: .queue)
+            case ("libraryLoop-many", 3):
+                try libraryMany(parent: arguments[1], count: Int(arguments[2]) ?? 0, delivery: .eventLoopThread)
             case ("floor-many", 3): try floorMany(parent: arguments[1], count: Int(arguments[2]) ?? 0)
             case ("floor-tree", 2): try floorTree(root: arguments[1])
             default: throw BenchError("unknown child mode: \(arguments.joined(separator: " "))")
@@ -44,11 +50,14 @@ enum Child {
         let changes = Atomic<Int>(0)
     }
 
-    private static func libraryWatch(directory: String, reports: Bool) throws(BenchError) {
+    private static func libraryWatch(
+        directory: String, reports: Bool, delivery: DirectoryWatcher.Delivery
+    ) throws(BenchError) {
         let tally = Tally()
         let watcher: DirectoryWatcher
         do {
-            watcher = try DirectoryWatcher.watchFolder(path: directory) { changes in
+            let options = DirectoryWatcher.Options(delivery: delivery)
+            watcher = try DirectoryWatcher.watchFolder(path: directory, options: options) { changes in
                 for change in changes {
                     if reports {
                         var now = monotonicNanoseconds()
@@ -147,13 +156,16 @@ enum Child {
 
     /// One watcher per directory `parent/0` … `parent/count-1`: the cost of many watchers, and,
     /// until the library watches trees, its cost per watched directory.
-    private static func libraryMany(parent: String, count: Int) throws(BenchError) {
+    private static func libraryMany(
+        parent: String, count: Int, delivery: DirectoryWatcher.Delivery
+    ) throws(BenchError) {
         let before = Footprint.current()
         var watchers: [DirectoryWatcher] = []
         watchers.reserveCapacity(count)
+        let options = DirectoryWatcher.Options(delivery: delivery)
         for index in 0..<count {
             do {
-                watchers.append(try DirectoryWatcher.watchFolder(path: "\(parent)/\(index)") { _ in })
+                watchers.append(try DirectoryWatcher.watchFolder(path: "\(parent)/\(index)", options: options) { _ in })
             } catch {
                 throw BenchError("library: \(error)")
             }

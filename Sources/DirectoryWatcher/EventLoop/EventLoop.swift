@@ -150,8 +150,9 @@ final class EventLoop: @unchecked Sendable {
     }
 
     /// Runs `body` on the loop thread and returns its result; nil when the loop is shutting down.
+    /// On the loop thread itself (a callback delivered there), runs it at once.
     func submitAndWait<Result: Sendable>(_ body: @escaping @Sendable (EventLoop) -> Result) -> Result? {
-        precondition(!isOnLoopThread, "submitAndWait on the loop thread would wait for itself")
+        if isOnLoopThread { return body(self) }
         let box = ResultBox<Result>()
         let done = DispatchSemaphore(value: 0)
         guard
@@ -278,7 +279,7 @@ final class EventLoop: @unchecked Sendable {
     private func tearDown() {
         let leftover = barrier.takeAll()
         flushBatches()
-        for request in leftover { request.subscription.queue.async(execute: request.completion) }
+        for request in leftover { request.subscription.run(request.completion) }
         subscriptions = [:]
         // Closing the inotify descriptor removes every kernel watch of this instance.
         for fd in [epollFD, wakeFD, barrierFD, inotifyFD] { system.close(fd) }
@@ -390,7 +391,7 @@ final class EventLoop: @unchecked Sendable {
     private func complete(_ requests: [BarrierRequest]) {
         guard !requests.isEmpty else { return }
         flushBatches()
-        for request in requests { request.subscription.queue.async(execute: request.completion) }
+        for request in requests { request.subscription.run(request.completion) }
     }
 
     private func writeBarrier() {

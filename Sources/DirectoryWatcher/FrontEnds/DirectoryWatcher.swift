@@ -233,7 +233,14 @@ public final class DirectoryWatcher: @unchecked Sendable {
             }
         }
         let label = "DirectoryWatcher \(absolute)"
-        let deliveryQueue = queue.map { DispatchQueue(label: label, target: $0) } ?? DispatchQueue(label: label)
+        let deliveryQueue: DispatchQueue?
+        switch options.delivery {
+        case .queue:
+            deliveryQueue = queue.map { DispatchQueue(label: label, target: $0) } ?? DispatchQueue(label: label)
+        case .eventLoopThread:
+            precondition(queue == nil, "a queue and Delivery.eventLoopThread exclude each other")
+            deliveryQueue = nil
+        }
         let subscription = Subscription(
             root: root, mask: options.events.inotifyMask, entry: entry, queue: deliveryQueue)
         let watcher = DirectoryWatcher(path: absolute, options: options, subscription: subscription, lease: lease)
@@ -294,7 +301,7 @@ public final class DirectoryWatcher: @unchecked Sendable {
     public func barrier(_ completion: @escaping @Sendable () -> Void) {
         let subscription = subscription
         let accepted = lease.loop.execute { loop in loop.requestBarrier(for: subscription, completion: completion) }
-        if !accepted { subscription.queue.async(execute: completion) }
+        if !accepted { (subscription.queue ?? DispatchQueue.global()).async(execute: completion) }
     }
 
     /// Returns once every change that happened before this call has been delivered.

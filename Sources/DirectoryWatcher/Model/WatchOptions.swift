@@ -1,5 +1,5 @@
 extension DirectoryWatcher {
-    /// How a watcher watches: today, which changes it reports.
+    /// How a watcher watches: which changes it reports, and where its callbacks run.
     ///
     /// ```swift
     /// // Only new and removed entries:
@@ -15,9 +15,35 @@ extension DirectoryWatcher {
         /// reported: they end the watch or say that changes were lost.
         public var events: Events
 
-        public init(events: Events = .default) {
+        /// Where callbacks run; ``Delivery/queue`` unless told otherwise.
+        public var delivery: Delivery
+
+        public init(events: Events = .default, delivery: Delivery = .queue) {
             self.events = events
+            self.delivery = delivery
         }
+    }
+
+    /// Where a watcher's callbacks run.
+    ///
+    /// The default hands each batch from the event-loop thread to a serial queue, so the loop
+    /// never waits for a callback: a slow delegate delays only itself. That hand-off between two
+    /// threads is also most of the time from a change to its callback (see Docs/benchmarks.md).
+    /// Code that needs the change at once, and whose callbacks are short, can be called on the
+    /// loop thread instead.
+    public enum Delivery: Hashable, Sendable {
+        /// On a serial queue: a private one, or one that targets the `queue` given to
+        /// `watchFolder`. The default.
+        case queue
+
+        /// On the event-loop thread, as soon as the kernel's queue has been read: the lowest latency,
+        /// and no thread besides the loop's. While a callback runs, the loop reads nobody's changes:
+        /// the kernel keeps queueing them, up to `fs.inotify.max_queued_events`, after which it
+        /// reports an ``DirectoryChange/Kind/overflow``. So callbacks must be short and must never
+        /// block or wait for another watcher's callbacks. They may call any method of any watcher,
+        /// including `invalidate()` and `watchFolder`; barrier completions run on the loop thread
+        /// too. Pass no `queue` with this delivery.
+        case eventLoopThread
     }
 
     /// Which kinds of change a watcher reports.

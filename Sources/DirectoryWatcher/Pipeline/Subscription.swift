@@ -5,14 +5,16 @@ import Dispatch
 /// The loop thread collects a watcher's changes during one wake-up into ``pending`` and hands the
 /// batch to ``queue`` in one block, so a slow delegate delays only its own queue, never the loop's
 /// reading of the kernel queue. Blocks run in the order the loop enqueued them: kernel order.
+/// A subscription without a queue (``DirectoryWatcher/Delivery/eventLoopThread``) is called on the
+/// loop thread itself: no hand-off, at the price of the loop waiting for its callbacks.
 final class Subscription: @unchecked Sendable {
     /// The watched directory (for a file watch, the directory that holds the file).
     let root: FileSystemPath
     let mask: UInt32
     /// For a file watch, the entry of ``root`` it follows; nil for a directory watch.
     let entry: WatchedEntry?
-    /// Serial; targets the caller's queue when one was given.
-    let queue: DispatchQueue
+    /// Serial; targets the caller's queue when one was given. Nil: callbacks run on the loop thread.
+    let queue: DispatchQueue?
     let gate = DeliveryGate()
     /// Receives the batches. Set once, before the subscription reaches the loop.
     weak var receiver: (any ChangeReceiver)?
@@ -26,7 +28,7 @@ final class Subscription: @unchecked Sendable {
     /// The pending batch ends the watch (the root was removed or moved).
     var endsWithBatch = false
 
-    init(root: FileSystemPath, mask: UInt32, entry: WatchedEntry? = nil, queue: DispatchQueue) {
+    init(root: FileSystemPath, mask: UInt32, entry: WatchedEntry? = nil, queue: DispatchQueue?) {
         self.root = root
         self.mask = mask
         self.entry = entry
@@ -43,16 +45,25 @@ final class Subscription: @unchecked Sendable {
         return pending.count == 1
     }
 
-    /// Loop thread: hands the pending batch to the delivery queue.
+    /// Loop thread: hands the pending batch to the delivery queue (or delivers it now).
     func flush() {
         let batch = pending
         let ends = endsWithBatch
         pending = []
         isDirty = false
-        queue.async { self.deliver(batch, ends: ends) }
+        run { self.deliver(batch, ends: ends) }
     }
 
-    /// Delivery queue.
+    /// Runs `block` where this subscription's callbacks run, after those handed over before it.
+    func run(_ block: @escaping @Sendable () -> Void) {
+        if let queue {
+            queue.async(execute: block)
+        } else {
+            block()
+        }
+    }
+
+    /// Delivery queue (or the loop thread).
     private func deliver(_ batch: [DirectoryChange], ends: Bool) {
         if gate.enter() {
             receiver?.receive(batch, through: gate)
