@@ -52,6 +52,20 @@ struct Peers {
 
     private func candidates() -> [(Peer, String?)] {
         var list: [(Peer, String?)] = []
+        // This package's own command, built next to the bench (swift build -c release).
+        let dirwatch =
+            bench.executable.split(separator: "/", omittingEmptySubsequences: false).dropLast()
+            .joined(separator: "/") + "/dirwatch"
+        list.append(
+            (
+                Peer(
+                    name: "dirwatch --json",
+                    command: { directory, _ in [dirwatch, "--json", directory] },
+                    readyMarker: "Watches established", createdMarker: "\"created\"", recursive: false,
+                    mergeStandardError: true),
+                access(dirwatch, X_OK) == 0
+                    ? nil : "dirwatch not built next to the bench (swift build -c release --product dirwatch)"
+            ))
         let inotifywait = Peer(
             name: "inotifywait",
             command: { [mask] directory, recursive in
