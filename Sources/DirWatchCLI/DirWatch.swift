@@ -1,6 +1,7 @@
 import DirectoryWatcher
 import Dispatch
 import Glibc
+import Synchronization
 
 /// The `dirwatch` command: parses the arguments, sets up one watcher per directory, prints each
 /// batch of changes as it arrives.
@@ -59,19 +60,28 @@ public enum DirWatch {
 }
 
 /// One run of the command: the watchers, the output, the signal handlers.
+///
+/// Callbacks run on the library's event-loop thread (`Delivery.eventLoopThread`), as inotifywait
+/// writes from its read loop: no hand-off per batch, so dirwatch costs close to a raw inotify
+/// loop. When stdout is slow, the kernel's queue holds the changes meanwhile, and if it ever
+/// overflows, dirwatch prints an `overflow` line: nothing is dropped silently.
 private final class Session: DirectoryWatcherDelegate, @unchecked Sendable {
+    private struct State {
+        /// How many directories are watched; nil until every watch is in place.
+        var roots: Int?
+        var rootsGone = 0
+        /// Set by SIGINT/SIGTERM: nothing more is written.
+        var stopping = false
+    }
+
     private let options: Options
     private let exclude: ExcludeFilter
     private let color: Bool
-    /// Every watcher delivers here, so output from several directories never interleaves.
-    private let output = DispatchQueue(label: "dirwatch.output")
     private var runner: CommandRunner?
     private var watchers: [DirectoryWatcher] = []
     private var signalSources: [any DispatchSourceSignal] = []
-
-    // On `output`.
-    private var liveRoots = 0
-    private var sawBatch = false
+    /// Guards the state and every write, so a batch is never cut by an exit.
+    private let state = Mutex(State())
 
     init(options: Options) {
         self.options = options
@@ -94,31 +104,37 @@ private final class Session: DirectoryWatcherDelegate, @unchecked Sendable {
             source.resume()
             signalSources.append(source)
         }
-        // Set up on the output queue, where batches are delivered: none is handled before every
-        // watch exists and `liveRoots` is right.
-        output.sync {
-            var seen = Set<FileSystemPath>()
-            for path in options.paths {
-                do {
-                    let watcher = try DirectoryWatcher.watchFolder(path: path, delegate: self, queue: output)
-                    // The same directory named twice would print every change twice.
-                    guard seen.insert(watcher.path).inserted else {
-                        watcher.invalidate()
-                        continue
-                    }
-                    watchers.append(watcher)
-                } catch {
-                    DirWatch.fail("\(error)", status: DirWatch.ExitCode.watchFailed)
+        let watchOptions = DirectoryWatcher.Options(delivery: .eventLoopThread)
+        var seen = Set<FileSystemPath>()
+        for path in options.paths {
+            do {
+                let watcher = try DirectoryWatcher.watchFolder(path: path, options: watchOptions, delegate: self)
+                // The same directory named twice would print every change twice.
+                guard seen.insert(watcher.path).inserted else {
+                    watcher.invalidate()
+                    continue
                 }
+                watchers.append(watcher)
+            } catch {
+                DirWatch.fail("\(error)", status: DirWatch.ExitCode.watchFailed)
             }
-            liveRoots = watchers.count
         }
+        // A root may already be gone: its change was printed, and counted, before this point.
+        let allGone = state.withLock { state -> Bool in
+            state.roots = watchers.count
+            return state.rootsGone >= watchers.count
+        }
+        if allGone { finish(status: DirWatch.ExitCode.rootsGone) }
         writeError("Watches established.\n")
     }
 
-    /// Lets the batch being written finish, stops a running command, and exits.
+    /// SIGINT, SIGTERM: lets the batch being written finish, stops a running command, exits.
     private func stop(status: Int32) -> Never {
-        output.sync {}
+        state.withLock { $0.stopping = true }
+        finish(status: status)
+    }
+
+    private func finish(status: Int32) -> Never {
         runner?.terminate()
         exit(status)
     }
@@ -127,31 +143,28 @@ private final class Session: DirectoryWatcherDelegate, @unchecked Sendable {
 
     func directoryWatcher(_ watcher: DirectoryWatcher, didObserve changes: [DirectoryChange]) {
         let kept = changes.filter { !exclude.excludes($0, under: watcher.path) }
-        let rootsGone = changes.filter { $0.kind == .rootRemoved || $0.kind == .rootMoved }.count
-        liveRoots -= rootsGone
-        if !kept.isEmpty {
-            if let runner {
-                runner.submit(kept)
-            } else {
-                var bytes: [UInt8] = []
-                bytes.reserveCapacity(kept.count * 80)
-                for change in kept {
-                    if options.json {
-                        ChangeFormat.json(change, into: &bytes)
-                    } else {
-                        ChangeFormat.text(change, color: color, into: &bytes)
-                    }
+        let gone = changes.filter { $0.kind == .rootRemoved || $0.kind == .rootMoved }.count
+        var bytes: [UInt8] = []
+        if runner == nil {
+            bytes.reserveCapacity(kept.count * 80)
+            for change in kept {
+                if options.json {
+                    ChangeFormat.json(change, into: &bytes)
+                } else {
+                    ChangeFormat.text(change, color: color, into: &bytes)
                 }
-                // One write per batch: the batch is flushed at once, and a closed stdout ends us quietly.
-                if !writeAll(STDOUT_FILENO, bytes) { exit(DirWatch.ExitCode.success) }
             }
         }
-        if liveRoots <= 0 && rootsGone > 0 {
-            runner?.terminate()
-            exit(DirWatch.ExitCode.rootsGone)
+        let exitStatus = state.withLock { state -> Int32? in
+            if state.stopping { return nil }
+            // One write per batch: the batch is flushed at once, and a closed stdout ends us quietly.
+            if !bytes.isEmpty && !writeAll(STDOUT_FILENO, bytes) { return DirWatch.ExitCode.success }
+            state.rootsGone += gone
+            if gone > 0, let roots = state.roots, state.rootsGone >= roots { return DirWatch.ExitCode.rootsGone }
+            if options.once && !kept.isEmpty && runner == nil { return DirWatch.ExitCode.success }
+            return nil
         }
-        if options.once && !kept.isEmpty && runner == nil {
-            exit(DirWatch.ExitCode.success)
-        }
+        if !kept.isEmpty { runner?.submit(kept) }
+        if let exitStatus { finish(status: exitStatus) }
     }
 }
