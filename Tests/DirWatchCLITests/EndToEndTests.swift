@@ -265,7 +265,8 @@ private final class Run: @unchecked Sendable {
             XCTFail("dirwatch never said Watches established.")
             throw error
         }
-        XCTAssertTrue(established, "dirwatch ended before it was ready: \(errorOutput())")
+        let ready = lock.withLock { established }  // written by the reader thread
+        XCTAssertTrue(ready, "dirwatch ended before it was ready: \(errorOutput())")
     }
 
     func nextLine() throws -> String {
