@@ -93,8 +93,7 @@ public func parseArguments(_ arguments: [String]) throws(UsageError) -> Invocati
         }
     }
     guard !options.paths.isEmpty else { throw UsageError("no directory to watch") }
-    if let empty = options.paths.first(where: \.isEmpty) {
-        _ = empty
+    if options.paths.contains(where: \.isEmpty) {
         throw UsageError("an empty path is not a directory; use . for the current one")
     }
     if options.restart && options.exec == nil { throw UsageError("--restart goes with --exec") }

@@ -354,11 +354,7 @@ final class EventLoop: @unchecked Sendable {
     }
 
     private func collect(_ change: DirectoryChange, for subscription: Subscription) {
-        _ = subscription.collect(change)
-        if !subscription.isDirty {
-            subscription.isDirty = true
-            dirty.append(subscription)
-        }
+        if subscription.collect(change) { dirty.append(subscription) }
         if ChangeTranslation.endsWatch(change) {
             subscription.endsWithBatch = true
             end(subscription)
@@ -440,9 +436,6 @@ final class EventLoop: @unchecked Sendable {
             writeBarrier()
         }
     }
-
-    /// Loop thread: how many kernel watches the table holds (for tests).
-    var watchCount: Int { table.count }
 }
 
 /// Carries a task's result back to the thread waiting for it.

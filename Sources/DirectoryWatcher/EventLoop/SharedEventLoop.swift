@@ -38,9 +38,6 @@ enum SharedEventLoop {
         // new loop meanwhile.
         last?.shutdown()
     }
-
-    /// The running loop, if any (for tests).
-    static var current: EventLoop? { state.lock.withLock { state.loop } }
 }
 
 /// A watcher's hold on its loop, released once.

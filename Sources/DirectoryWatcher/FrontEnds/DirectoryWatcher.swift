@@ -96,10 +96,7 @@ public final class DirectoryWatcher: @unchecked Sendable {
         path: String, queue: DispatchQueue? = nil,
         handler: @escaping @Sendable ([DirectoryChange]) -> Void
     ) throws(DirectoryWatcherError) -> DirectoryWatcher {
-        let delegate = ClosureDelegate(handler)
-        let watcher = try make(path: path, delegate: delegate, queue: queue)
-        watcher.lock.withLock { watcher.retainedDelegate = delegate }
-        return watcher
+        try make(path: path, delegate: ClosureDelegate(handler), retainingDelegate: true, queue: queue)
     }
 
     /// Starts watching the directory at `path` for the changes `options` selects.
@@ -128,10 +125,8 @@ public final class DirectoryWatcher: @unchecked Sendable {
         path: String, options: Options, queue: DispatchQueue? = nil,
         handler: @escaping @Sendable ([DirectoryChange]) -> Void
     ) throws(DirectoryWatcherError) -> DirectoryWatcher {
-        let delegate = ClosureDelegate(handler)
-        let watcher = try make(path: path, options: options, delegate: delegate, queue: queue)
-        watcher.lock.withLock { watcher.retainedDelegate = delegate }
-        return watcher
+        try make(
+            path: path, options: options, delegate: ClosureDelegate(handler), retainingDelegate: true, queue: queue)
     }
 
     /// Starts watching one file, by name, so that the watch survives the file being replaced.
@@ -186,15 +181,14 @@ public final class DirectoryWatcher: @unchecked Sendable {
         path: String, options: Options = Options(), queue: DispatchQueue? = nil,
         handler: @escaping @Sendable ([DirectoryChange]) -> Void
     ) throws(DirectoryWatcherError) -> DirectoryWatcher {
-        let delegate = ClosureDelegate(handler)
-        let watcher = try make(path: path, options: options, watchesFile: true, delegate: delegate, queue: queue)
-        watcher.lock.withLock { watcher.retainedDelegate = delegate }
-        return watcher
+        try make(
+            path: path, options: options, watchesFile: true, delegate: ClosureDelegate(handler),
+            retainingDelegate: true, queue: queue)
     }
 
     static func make(
         path: String, options: Options = Options(), watchesFile: Bool = false, delegate: any DirectoryWatcherDelegate,
-        queue: DispatchQueue?, loop: EventLoop? = nil
+        retainingDelegate: Bool = false, queue: DispatchQueue?, loop: EventLoop? = nil
     ) throws(DirectoryWatcherError) -> DirectoryWatcher {
         guard !path.isEmpty else { throw DirectoryWatcherError(code: .emptyPath, path: path) }
         let lease: LoopLease
@@ -245,6 +239,8 @@ public final class DirectoryWatcher: @unchecked Sendable {
             root: root, mask: options.events.inotifyMask, entry: entry, queue: deliveryQueue)
         let watcher = DirectoryWatcher(path: absolute, options: options, subscription: subscription, lease: lease)
         watcher.delegate = delegate
+        // The closure forms have no owner to keep their delegate alive: the watcher does.
+        if retainingDelegate { watcher.lock.withLock { watcher.retainedDelegate = delegate } }
         subscription.receiver = watcher
         switch lease.loop.submitAndWait({ loop in loop.subscribe(subscription) }) {
         case .some(nil):

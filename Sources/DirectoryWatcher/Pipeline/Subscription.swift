@@ -22,7 +22,6 @@ final class Subscription: @unchecked Sendable {
     // Loop thread only.
     var descriptors: [Int32] = []
     var pending: [DirectoryChange] = []
-    var isDirty = false
     /// No more changes are collected: the watcher left, or its root went away.
     var isEnded = false
     /// The pending batch ends the watch (the root was removed or moved).
@@ -50,7 +49,6 @@ final class Subscription: @unchecked Sendable {
         let batch = pending
         let ends = endsWithBatch
         pending = []
-        isDirty = false
         run { self.deliver(batch, ends: ends) }
     }
 
