@@ -109,7 +109,10 @@ enum ProcessResources {
         let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
         return tasks.filter { task in
             let name = (try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8)) ?? ""
+            // A loop thread that has ended its loop is gone for pthread_join already; the kernel
+            // lists it a moment longer.
             return !name.contains("qos") && !name.contains("dispatch")
+                && name.trimmingCharacters(in: .newlines) != EventLoop.exitingThreadName
         }.count
     }
 

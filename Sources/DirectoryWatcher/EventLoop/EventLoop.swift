@@ -27,6 +27,8 @@ final class EventLoop: @unchecked Sendable {
 
     /// The thread's name in `ps -L`, `top -H` and debuggers (the kernel keeps 15 bytes).
     static let threadName = "DirWatcher loop"
+    /// The loop thread's name once its loop has ended and it is about to exit.
+    static let exitingThreadName = "DirWatcher exit"
 
     let system: System
     private let clock: @Sendable () -> UInt64
@@ -218,6 +220,9 @@ final class EventLoop: @unchecked Sendable {
             finishWakeUp()
         }
         tearDown()
+        // pthread_join returns a moment before the kernel drops this thread from
+        // /proc/self/task; renaming it first means a thread named `threadName` is a running loop.
+        cdw_set_thread_name(Self.exitingThreadName)
     }
 
     private func timeoutMilliseconds() -> Int32 {
