@@ -31,3 +31,13 @@ void cdw_set_thread_name(const char *name) {
 char *const *cdw_environ(void) {
     return environ;
 }
+
+static _Thread_local int callback_depth;
+
+int cdw_callback_depth(void) {
+    return callback_depth;
+}
+
+void cdw_callback_depth_add(int delta) {
+    callback_depth += delta;
+}

@@ -18,6 +18,12 @@ int cdw_epoll_wait(int epfd, uint64_t *tokens, uint32_t *events, int maxevents, 
 int cdw_memfd_create(const char *name);
 /// Names the calling thread, for debuggers and `top -H` (pthread_setname_np, also _GNU_SOURCE).
 void cdw_set_thread_name(const char *name);
+/// The calling thread's callback depth: above zero while the library runs a caller's code on it
+/// (a delivery, a barrier completion) and for the whole life of a loop thread. A C thread-local,
+/// since Swift has none; each thread sees its own.
+int cdw_callback_depth(void);
+/// Adds `delta` (1 on entry, -1 on exit) to the calling thread's callback depth.
+void cdw_callback_depth_add(int delta);
 /// The process environment (`environ`), which Swift 6 cannot read as a global variable.
 char *const *cdw_environ(void);
 

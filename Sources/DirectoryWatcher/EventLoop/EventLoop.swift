@@ -12,6 +12,11 @@ import Synchronization
 ///
 /// Ownership: fields marked "loop thread only" are touched by ``run()`` and by tasks, which run on
 /// the loop thread; ``execute(_:)`` is the only way in from other threads.
+///
+/// Lifetime (Architecture.md, "Lifetimes"): the descriptors are closed by the loop thread as it
+/// exits, after it has moved ``Life`` to `.closed` under the lock. Every write to the eventfd is
+/// made under the same lock while the loop is not closed, so no thread can write into a
+/// descriptor number the loop has closed and the app may since have been given for a file.
 final class EventLoop: @unchecked Sendable {
     typealias Task = @Sendable (EventLoop) -> Void
 
@@ -40,12 +45,18 @@ final class EventLoop: @unchecked Sendable {
     private let barrierFD: Int32
     private let barrierWD: Int32
 
+    /// The loop's life: `.open` takes tasks; `.stopping` (``shutdown()`` was called) takes none
+    /// and the stop task is in the inbox; `.closed`, the loop thread is closing the descriptors.
+    private enum Life { case open, stopping, closed }
+
     // Any thread, under `lock`. (A pthread mutex rather than `Synchronization.Mutex`, whose
     // futex calls ThreadSanitizer cannot see.)
     private let lock = Lock()
     private var tasks: [Task] = []
-    private var stopping = false
+    private var life = Life.open
     private var thread: pthread_t?
+    /// The loop thread has closed everything and is about to return.
+    private var exited = false
     private let loopThreadID = Atomic<UInt>(0)
 
     // Loop thread only.
@@ -141,14 +152,20 @@ final class EventLoop: @unchecked Sendable {
     /// Runs `task` on the loop thread. False when the loop is shutting down (the task never runs).
     @discardableResult
     func execute(_ task: @escaping Task) -> Bool {
-        let (accepted, wake) = lock.withLock { () -> (Bool, Bool) in
-            if stopping { return (false, false) }
+        lock.withLock {
+            guard life == .open else { return false }
             tasks.append(task)
-            return (true, tasks.count == 1)
+            // Only the first task since the loop last emptied the inbox needs to wake it.
+            if tasks.count == 1 { signalLocked() }
+            return true
         }
-        // Only the first task since the loop last emptied the inbox needs to wake it.
-        if wake { try? system.signal(eventFD: wakeFD) }
-        return accepted
+    }
+
+    /// Wakes the loop thread. Only under `lock`: the loop closes the eventfd only after it has
+    /// moved to `.closed` under the lock, so here the descriptor is still ours.
+    private func signalLocked() {
+        precondition(life != .closed, "the loop's eventfd was signalled after it was closed")
+        try? system.signal(eventFD: wakeFD)
     }
 
     /// Runs `body` on the loop thread and returns its result; nil when the loop is shutting down.
@@ -167,22 +184,28 @@ final class EventLoop: @unchecked Sendable {
         return box.value
     }
 
-    /// Stops the thread and closes the descriptors. Returns once the thread has exited, except on
-    /// the loop thread itself, where the thread is detached and exits after this task.
+    /// Stops the thread, which closes the descriptors as it exits. Returns once the thread has
+    /// exited, except on the loop thread itself (the last watcher invalidated inside a callback
+    /// delivered there), which cannot wait for itself: the thread is detached and exits after the
+    /// current wake-up. Only the first call stops the loop; later ones return at once.
     func shutdown() {
-        let first = lock.withLock { () -> Bool in
-            if stopping { return false }
-            stopping = true
+        let handle = lock.withLock { () -> pthread_t? in
+            guard life == .open else { return nil }
+            life = .stopping
             tasks.append { loop in loop.running = false }
-            return true
+            if tasks.count == 1 { signalLocked() }
+            return thread
         }
-        guard first else { return }
-        try? system.signal(eventFD: wakeFD)
-        guard let handle = lock.withLock({ thread }) else { return }
-        if isOnLoopThread {
-            pthread_detach(handle)
-        } else {
-            pthread_join(handle, nil)
+        guard let handle else { return }
+        let result = isOnLoopThread ? pthread_detach(handle) : pthread_join(handle, nil)
+        precondition(result == 0, "stopping the loop thread failed with error \(result)")
+    }
+
+    /// Returns once the loop thread has closed its descriptors (tests: a loop stopped from its own
+    /// thread was detached, and nothing else says when it is gone).
+    func waitUntilExited() {
+        lock.withLock {
+            while !exited { lock.wait() }
         }
     }
 
@@ -190,6 +213,7 @@ final class EventLoop: @unchecked Sendable {
 
     private func run() {
         loopThreadID.store(UInt(bitPattern: Int(bitPattern: pthread_self())), ordering: .relaxed)
+        CallbackContext.enterForThreadLifetime()
         cdw_set_thread_name(Self.threadName)
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.readBufferSize, alignment: 16)
         let tokens = UnsafeMutablePointer<UInt64>.allocate(capacity: 4)
@@ -223,6 +247,10 @@ final class EventLoop: @unchecked Sendable {
         // pthread_join returns a moment before the kernel drops this thread from
         // /proc/self/task; renaming it first means a thread named `threadName` is a running loop.
         cdw_set_thread_name(Self.exitingThreadName)
+        lock.withLock {
+            exited = true
+            lock.broadcast()
+        }
     }
 
     private func timeoutMilliseconds() -> Int32 {
@@ -286,6 +314,10 @@ final class EventLoop: @unchecked Sendable {
         flushBatches()
         for request in leftover { request.subscription.run(request.completion) }
         subscriptions = [:]
+        lock.withLock {
+            precondition(life == .stopping, "the loop ended without being stopped")
+            life = .closed
+        }
         // Closing the inotify descriptor removes every kernel watch of this instance.
         for fd in [epollFD, wakeFD, barrierFD, inotifyFD] { system.close(fd) }
     }

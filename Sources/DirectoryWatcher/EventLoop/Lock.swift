@@ -5,35 +5,51 @@ import Glibc
 ///
 /// `Synchronization.Mutex` hands its value out as `sending`, which a weak reference to a
 /// caller's non-Sendable delegate cannot be; this lock guards plain stored properties instead.
+/// Every pthread call is checked: a failure means memory corruption or a lock used wrongly
+/// (unlocked by another thread), and going on would break what the lock protects.
 final class Lock: @unchecked Sendable {
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
 
     init() {
-        pthread_mutex_init(mutex, nil)
-        pthread_cond_init(condition, nil)
+        var attributes = pthread_mutexattr_t()
+        Self.check(pthread_mutexattr_init(&attributes), "pthread_mutexattr_init")
+        #if DEBUG
+            // Debug builds catch relocking and unlocking from the wrong thread.
+            Self.check(
+                pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_ERRORCHECK)), "pthread_mutexattr_settype")
+        #endif
+        Self.check(pthread_mutex_init(mutex, &attributes), "pthread_mutex_init")
+        Self.check(pthread_mutexattr_destroy(&attributes), "pthread_mutexattr_destroy")
+        Self.check(pthread_cond_init(condition, nil), "pthread_cond_init")
     }
 
     deinit {
-        pthread_cond_destroy(condition)
-        pthread_mutex_destroy(mutex)
+        Self.check(pthread_cond_destroy(condition), "pthread_cond_destroy")
+        Self.check(pthread_mutex_destroy(mutex), "pthread_mutex_destroy")
         condition.deallocate()
         mutex.deallocate()
     }
 
     func withLock<Result, Failure: Error>(_ body: () throws(Failure) -> Result) throws(Failure) -> Result {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
+        Self.check(pthread_mutex_lock(mutex), "pthread_mutex_lock")
+        defer { Self.check(pthread_mutex_unlock(mutex), "pthread_mutex_unlock") }
         return try body()
     }
 
     /// Waits on the condition; call only inside ``withLock(_:)``.
     func wait() {
-        pthread_cond_wait(condition, mutex)
+        Self.check(pthread_cond_wait(condition, mutex), "pthread_cond_wait")
     }
 
     /// Wakes every waiter; call inside ``withLock(_:)``.
     func broadcast() {
-        pthread_cond_broadcast(condition)
+        Self.check(pthread_cond_broadcast(condition), "pthread_cond_broadcast")
+    }
+
+    /// pthread functions return an error number rather than setting `errno`.
+    @inline(__always)
+    private static func check(_ result: Int32, _ function: StaticString) {
+        precondition(result == 0, "\(function) failed with error \(result)")
     }
 }

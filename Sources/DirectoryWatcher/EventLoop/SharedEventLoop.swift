@@ -10,6 +10,8 @@ enum SharedEventLoop {
         let lock = Lock()
         var loop: EventLoop?
         var users = 0
+        /// The loop most recently stopped, for ``waitUntilStopped()``.
+        var stopped: EventLoop?
     }
 
     private static let state = State()
@@ -32,11 +34,19 @@ enum SharedEventLoop {
             state.users -= 1
             guard state.users == 0 else { return nil }
             defer { state.loop = nil }
+            state.stopped = state.loop
             return state.loop
         }
         // Outside the lock: joining the thread can take a moment, and a new watcher may start a
         // new loop meanwhile.
         last?.shutdown()
+    }
+
+    /// Returns once the most recently stopped loop has closed its descriptors. A loop stopped
+    /// from its own thread (the last watcher invalidated in a callback delivered there) is
+    /// detached rather than joined; tests that count descriptors afterwards wait here.
+    static func waitUntilStopped() {
+        state.lock.withLock { state.stopped }?.waitUntilExited()
     }
 }
 

@@ -8,8 +8,10 @@
 /// ```
 ///
 /// The sequence owns its watcher: the watch lasts while the sequence or an iterator of it exists,
-/// and ends when the loop ends, its task is cancelled, or the sequence is dropped. Changes are
-/// buffered without limit, so none is lost while the consumer is busy.
+/// and ends when the loop ends, its task is cancelled, or the sequence is dropped. Ending it never
+/// waits for a delivery in progress, so cancelling the iterating task returns at once even while
+/// changes are flowing. Changes are buffered without limit, so none is lost while the consumer
+/// is busy.
 public struct DirectoryChanges: AsyncSequence, Sendable {
     public typealias Element = DirectoryChange
     public typealias Failure = Never
@@ -49,8 +51,11 @@ extension DirectoryWatcher {
         let watcher = try watchFolder(path: path, delegate: delegate)
         // Holds the watcher and its (weakly held) delegate until the sequence ends: finished,
         // cancelled, or dropped (AsyncStream cancels when its last copy and iterator go away).
+        // Never waits for a delivery in progress: the runtime calls this while holding the
+        // cancelled task's lock, which that delivery's `yield` may be waiting for. A batch still
+        // being yielded goes into a finished stream, where it is dropped.
         continuation.onTermination = { _ in
-            withExtendedLifetime(delegate) { watcher.invalidate() }
+            withExtendedLifetime(delegate) { watcher.invalidate(waiting: false) }
         }
         return DirectoryChanges(path: watcher.path, stream: stream)
     }

@@ -276,13 +276,34 @@ public final class DirectoryWatcher: @unchecked Sendable {
         throw SyscallError(function: "readlink", errno: ELOOP)
     }
 
-    /// Stops watching. Idempotent, and safe from any thread, inside a callback too.
+    /// Stops watching. Idempotent, and safe from any thread, inside any watcher's callback too.
     ///
-    /// When it returns, no callback of this watcher is running or will start, unless it was
-    /// called from inside this watcher's own callback, which then finishes normally. The kernel
-    /// watch is removed when no other watcher of this process watches the same directory.
+    /// When it returns, no callback of this watcher will start. What it waits for depends on
+    /// where it is called:
+    ///
+    /// | Called from | When it returns |
+    /// |---|---|
+    /// | outside every callback of this library | no callback of this watcher is running: one in progress on another thread has finished |
+    /// | inside a callback or barrier completion of any watcher, or on the loop thread | at once, without waiting: a callback of this watcher already running on another thread may still finish |
+    ///
+    /// Inside a callback it never waits, because the callback it would wait for may be waiting
+    /// for this one (two watchers invalidating each other from their callbacks would deadlock).
+    /// Only a wait the library cannot see remains the caller's to avoid: from outside callbacks,
+    /// do not call it while holding what a callback of this watcher waits for (a lock it takes,
+    /// the thread it calls `DispatchQueue.sync` on). To learn when a callback that was running has
+    /// finished, call ``barrier(_:)`` after this: its completion runs on the watcher's queue
+    /// behind it.
+    ///
+    /// The kernel watch is removed when no other watcher of this process watches the same
+    /// directory; with the process's last watcher, the loop thread and its descriptors go too.
     public func invalidate() {
-        guard subscription.gate.close() else { return }
+        invalidate(waiting: true)
+    }
+
+    /// Stops watching; `waiting` false never waits for a callback in progress (an async
+    /// sequence's termination runs while Swift's runtime holds a lock that a delivery needs).
+    func invalidate(waiting: Bool) {
+        guard subscription.gate.close(waiting: waiting) else { return }
         lease.loop.execute { [subscription] loop in loop.unsubscribe(subscription) }
         lease.release()
         lock.withLock { retainedDelegate = nil }
@@ -297,7 +318,15 @@ public final class DirectoryWatcher: @unchecked Sendable {
     public func barrier(_ completion: @escaping @Sendable () -> Void) {
         let subscription = subscription
         let accepted = lease.loop.execute { loop in loop.requestBarrier(for: subscription, completion: completion) }
-        if !accepted { (subscription.queue ?? DispatchQueue.global()).async(execute: completion) }
+        guard !accepted else { return }
+        // The loop has stopped (this watcher was invalidated, and was the last). On a serial
+        // queue the completion runs behind any callback still running; for loop-thread delivery,
+        // once the callback the loop thread may still be running has left.
+        if let queue = subscription.queue {
+            queue.async { CallbackContext.run(completion) }
+        } else {
+            subscription.gate.whenIdle { DispatchQueue.global().async { CallbackContext.run(completion) } }
+        }
     }
 
     /// Returns once every change that happened before this call has been delivered.

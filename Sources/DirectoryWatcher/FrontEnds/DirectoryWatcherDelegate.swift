@@ -7,7 +7,33 @@
 /// kernel reported the changes: first `didObserve` with the batch, then `directoryDidChange`.
 ///
 /// The watcher holds its delegate weakly, as the sample did: keep the delegate alive yourself.
-public protocol DirectoryWatcherDelegate: AnyObject {
+///
+/// The callbacks come on the watcher's queue, not on an actor, so a conformance cannot be
+/// isolated to one: `final class ViewModel: @MainActor DirectoryWatcherDelegate` is refused at
+/// compile time (the protocol inherits `SendableMetatype`), where it would otherwise compile and
+/// then be called off the main thread. For UI code, pass `queue: .main` and implement the
+/// methods `nonisolated`, entering the main actor with `MainActor.assumeIsolated`, which checks
+/// that it really runs there:
+///
+/// ```swift
+/// @MainActor final class FolderModel: DirectoryWatcherDelegate {
+///     private var watcher: DirectoryWatcher?
+///     private(set) var files: [String] = []
+///
+///     func start(path: String) throws {
+///         watcher = try DirectoryWatcher.watchFolder(path: path, delegate: self, queue: .main)
+///     }
+///
+///     nonisolated func directoryDidChange(_ watcher: DirectoryWatcher) {
+///         MainActor.assumeIsolated { reload() }
+///     }
+///
+///     private func reload() { /* list the folder, update `files` */ }
+/// }
+/// ```
+///
+/// Or iterate ``DirectoryWatcher/changes(path:)`` in a main-actor task: no delegate at all.
+public protocol DirectoryWatcherDelegate: AnyObject, SendableMetatype {
     /// Something in the watched directory changed.
     func directoryDidChange(_ watcher: DirectoryWatcher)
 

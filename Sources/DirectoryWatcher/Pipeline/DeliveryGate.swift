@@ -1,16 +1,21 @@
 import Glibc
 
-/// Lets callbacks through until it is closed, and makes closing wait for a callback in progress.
+/// Lets callbacks through until it is closed, and lets closing wait for a callback in progress
+/// where waiting is safe.
 ///
-/// Every delivery passes ``enter()`` and ``leave()``. ``close()`` shuts the gate and then waits
-/// until no callback is running, unless the running callback is the caller itself (`invalidate()`
-/// inside a callback), which must not wait for itself. Waiting on a lock rather than with
-/// `DispatchQueue.sync` matters: a watcher whose queue targets the caller's queue would deadlock.
+/// Every delivery passes ``enter()`` and ``leave()``. ``close(waiting:)`` shuts the gate; from
+/// outside the library's callbacks (see ``CallbackContext``) it then waits until no callback is
+/// running. Inside a callback it never waits: the callback running on another thread may be
+/// waiting for this one (two watchers invalidating each other from their callbacks), and a
+/// callback cannot wait for itself. Waiting on a lock rather than with `DispatchQueue.sync`
+/// matters: a watcher whose queue targets the caller's queue would deadlock.
 final class DeliveryGate: @unchecked Sendable {
     private let lock = Lock()
     private var open = true
-    /// The thread running a callback now. The delivery queue is serial, so there is at most one.
-    private var runner: pthread_t?
+    /// A callback is running. The delivery queue is serial, so there is at most one.
+    private var running = false
+    /// Blocks to run once the callback in progress has left (``whenIdle(_:)``).
+    private var idleBlocks: [@Sendable () -> Void] = []
 
     var isOpen: Bool { lock.withLock { open } }
 
@@ -18,28 +23,44 @@ final class DeliveryGate: @unchecked Sendable {
     func enter() -> Bool {
         lock.withLock {
             guard open else { return false }
-            runner = pthread_self()
+            running = true
             return true
         }
     }
 
     func leave() {
-        lock.withLock {
-            runner = nil
+        let blocks = lock.withLock { () -> [@Sendable () -> Void] in
+            running = false
             lock.broadcast()
+            defer { idleBlocks = [] }
+            return idleBlocks
         }
+        for block in blocks { block() }
     }
 
-    /// Closes the gate; returns once no callback runs on another thread. True for the first call.
+    /// Closes the gate; true for the first call. Waits for a callback running on another thread
+    /// when `waiting` is true and the caller is outside every callback of the library.
     @discardableResult
-    func close() -> Bool {
-        lock.withLock {
+    func close(waiting: Bool) -> Bool {
+        let mayWait = waiting && !CallbackContext.isActive
+        return lock.withLock {
             let wasOpen = open
             open = false
-            while let runner, pthread_equal(runner, pthread_self()) == 0 {
+            while mayWait && running {
                 lock.wait()
             }
             return wasOpen
         }
+    }
+
+    /// Runs `block` once no callback is running: at once on the calling thread when none is, or
+    /// on the callback's thread right after it leaves.
+    func whenIdle(_ block: @escaping @Sendable () -> Void) {
+        let now = lock.withLock { () -> Bool in
+            if !running { return true }
+            idleBlocks.append(block)
+            return false
+        }
+        if now { block() }
     }
 }

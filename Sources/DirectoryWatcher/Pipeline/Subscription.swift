@@ -52,10 +52,11 @@ final class Subscription: @unchecked Sendable {
         run { self.deliver(batch, ends: ends) }
     }
 
-    /// Runs `block` where this subscription's callbacks run, after those handed over before it.
+    /// Runs `block` where this subscription's callbacks run, after those handed over before it,
+    /// inside the ``CallbackContext`` (a loop thread is inside it for its whole life).
     func run(_ block: @escaping @Sendable () -> Void) {
         if let queue {
-            queue.async(execute: block)
+            queue.async { CallbackContext.run(block) }
         } else {
             block()
         }
