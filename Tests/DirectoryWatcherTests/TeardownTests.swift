@@ -29,6 +29,7 @@ final class TeardownTests: XCTestCase {
         // The app works in the watched directory, so the loop is awake, reading its events, when
         // a task arrives: the moment the eventfd used to be written after the lock was let go.
         let appFile = directory.url("app-file")
+        let appExited = DispatchSemaphore(value: 0)
         let app = Thread {
             while !stop.get() {
                 let fd = open(appFile, O_RDWR | O_CREAT | O_TRUNC, 0o644)
@@ -40,9 +41,13 @@ final class TeardownTests: XCTestCase {
                 opened.update { $0 += 1 }
                 if info.st_size != 0 { written.update { $0 += 1 } }
             }
+            appExited.signal()
         }
         app.start()
-        defer { stop.set(true) }
+        defer {
+            stop.set(true)
+            appExited.wait()  // before tearDown removes the directory it works in
+        }
         let recorder = Recorder()
         // The process's only watcher, made and dropped: the loop starts and stops every cycle
         // while this thread and a barrier hand it tasks.
@@ -51,7 +56,6 @@ final class TeardownTests: XCTestCase {
             watcher.barrier {}
             watcher.invalidate()
         }
-        stop.set(true)
         XCTAssertGreaterThan(opened.get(), 0)
         XCTAssertEqual(written.get(), 0, "the library wrote into a file the app had opened")
     }
@@ -182,21 +186,12 @@ final class TeardownTests: XCTestCase {
             ("caller's concurrent queue", .init(), concurrent),
             ("loop thread", .init(delivery: .eventLoopThread), nil),
         ]
-        let keeper = try DirectoryWatcher.watchFolder(path: directory.path, delegate: Recorder())
+        // Keeps the loop running across rounds, and records nothing.
+        let keeper = try DirectoryWatcher.watchFolder(path: directory.path) { _ in }
         defer { keeper.invalidate() }
-        let stop = LockedValue(false)
-        let target = directory!
-        let writer = Thread {
-            var index = 0
-            while !stop.get() {
-                target.touch("s\(index % 64)")
-                index += 1
-            }
-        }
-        writer.start()
-        defer { stop.set(true) }
         for (name, options, queue) in modes {
             for _ in 0..<10 {
+                let writer = Writer(in: directory, prefix: "s")
                 let calls = LockedValue(0)
                 let invalidated = expectation(description: "invalidated itself (\(name))")
                 let recorder = Recorder()
@@ -208,6 +203,7 @@ final class TeardownTests: XCTestCase {
                 let watcher = try DirectoryWatcher.watchFolder(
                     path: directory.path, options: options, delegate: recorder, queue: queue)
                 wait(for: [invalidated], timeout: 20)
+                writer.stop()
                 waitForDelivery(watcher)
                 XCTAssertEqual(calls.get(), 1, "no callback after the one that invalidated (\(name))")
             }
@@ -229,14 +225,19 @@ final class TeardownTests: XCTestCase {
             release.wait()
             finished.set(true)
         }
+        // Another watcher keeps the loop, so invalidate() has no loop thread to join: only the
+        // wait for the callback can hold it up.
+        let keeper = try DirectoryWatcher.watchFolder(path: directory.path) { _ in }
+        defer { keeper.invalidate() }
         let watcher = try DirectoryWatcher.watchFolder(path: directory.path, delegate: recorder)
         directory.touch("slow")
         wait(for: [inside], timeout: 10)
-        let invalidating = Thread { watcher.invalidate() }
-        // Let the callback go only once invalidate() is waiting or about to: either way it must
-        // not return before the callback has.
-        invalidating.start()
-        release.signal()
+        // Release the callback only once invalidate() has closed the gate, so it is running
+        // while invalidate() decides whether to wait.
+        Thread {
+            while watcher.isValid { sched_yield() }
+            release.signal()
+        }.start()
         watcher.invalidate()
         XCTAssertTrue(finished.get(), "invalidate() returned while the callback was still running")
     }
@@ -284,18 +285,9 @@ final class TeardownTests: XCTestCase {
     /// Cancelling the iterating task while changes are being yielded: `cancel()` returns, the
     /// loop ends, and the watch goes.
     func testCancellingIteratingTasksUnderAStreamOfChanges() async throws {
-        let stop = LockedValue(false)
-        let target = directory!
-        let writer = Thread {
-            var index = 0
-            while !stop.get() {
-                target.touch("c\(index % 64)")
-                index += 1
-            }
-        }
-        writer.start()
-        defer { stop.set(true) }
         for _ in 0..<20 {
+            let writer = Writer(in: directory, prefix: "c")
+            defer { writer.stop() }
             let changes = try DirectoryWatcher.changes(path: directory.path)
             let seen = expectation(description: "changes are flowing")
             let consumer = Task {
@@ -320,25 +312,15 @@ final class TeardownTests: XCTestCase {
             }
             await fulfillment(of: [ended], timeout: 20)
         }
-        stop.set(true)
         SharedEventLoop.waitUntilStopped()
         XCTAssertEqual(ProcessResources.loopThreads(), 0, "every sequence released its watch")
     }
 
     /// Breaking out of the loop, and dropping a sequence nobody iterates, while changes flow.
     func testBreakingOutAndDroppingUnderAStreamOfChanges() async throws {
-        let stop = LockedValue(false)
-        let target = directory!
-        let writer = Thread {
-            var index = 0
-            while !stop.get() {
-                target.touch("d\(index % 64)")
-                index += 1
-            }
-        }
-        writer.start()
-        defer { stop.set(true) }
         for _ in 0..<20 {
+            let writer = Writer(in: directory, prefix: "d")
+            defer { writer.stop() }
             var count = 0
             for await _ in try DirectoryWatcher.changes(path: directory.path) {
                 count += 1
@@ -347,7 +329,6 @@ final class TeardownTests: XCTestCase {
             XCTAssertEqual(count, 50)
             _ = try DirectoryWatcher.changes(path: directory.path)
         }
-        stop.set(true)
         SharedEventLoop.waitUntilStopped()
         XCTAssertEqual(ProcessResources.loopThreads(), 0)
     }
@@ -519,5 +500,31 @@ final class DescriptorTracker: @unchecked Sendable {
             }
             return body()
         }
+    }
+}
+
+/// A thread that touches files in a directory nonstop until stopped: a stream of changes.
+final class Writer: Sendable {
+    private let stopped = LockedValue(false)
+    private let exited = DispatchSemaphore(value: 0)
+
+    init(in directory: TemporaryDirectory, prefix: String) {
+        let stopped = stopped
+        let exited = exited
+        Thread {
+            var index = 0
+            while !stopped.get() {
+                directory.touch("\(prefix)\(index % 64)")
+                index += 1
+            }
+            exited.signal()
+        }.start()
+    }
+
+    /// Stops the writer; returns once it has made its last change. Idempotent.
+    func stop() {
+        guard !stopped.get() else { return }
+        stopped.set(true)
+        exited.wait()
     }
 }
