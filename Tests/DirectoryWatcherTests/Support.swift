@@ -53,8 +53,14 @@ final class Recorder: DirectoryWatcherDelegate, @unchecked Sendable {
     private var recorded: [DirectoryChange] = []
     private var batchCount = 0
     private var didChangeCalls = 0
-    /// Runs inside `didObserve`, on the watcher's queue.
-    var onBatch: (@Sendable (DirectoryWatcher, [DirectoryChange]) -> Void)?
+    private var batchHook: (@Sendable (DirectoryWatcher, [DirectoryChange]) -> Void)?
+    /// Runs inside `didObserve`, on the watcher's queue. Under the lock: tests set it after the
+    /// watch has started, and what orders that before a delivery is the kernel, which
+    /// ThreadSanitizer cannot see.
+    var onBatch: (@Sendable (DirectoryWatcher, [DirectoryChange]) -> Void)? {
+        get { lock.withLock { batchHook } }
+        set { lock.withLock { batchHook = newValue } }
+    }
 
     var changes: [DirectoryChange] { lock.withLock { recorded } }
     var batches: Int { lock.withLock { batchCount } }

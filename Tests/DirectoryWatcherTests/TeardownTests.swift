@@ -191,7 +191,7 @@ final class TeardownTests: XCTestCase {
         defer { keeper.invalidate() }
         for (name, options, queue) in modes {
             for _ in 0..<10 {
-                let writer = Writer(in: directory, prefix: "s")
+                let writer = try Writer(in: directory, prefix: "s")
                 let calls = LockedValue(0)
                 let invalidated = expectation(description: "invalidated itself (\(name))")
                 let recorder = Recorder()
@@ -286,7 +286,7 @@ final class TeardownTests: XCTestCase {
     /// loop ends, and the watch goes.
     func testCancellingIteratingTasksUnderAStreamOfChanges() async throws {
         for _ in 0..<20 {
-            let writer = Writer(in: directory, prefix: "c")
+            let writer = try Writer(in: directory, prefix: "c")
             defer { writer.stop() }
             let changes = try DirectoryWatcher.changes(path: directory.path)
             let seen = expectation(description: "changes are flowing")
@@ -319,7 +319,7 @@ final class TeardownTests: XCTestCase {
     /// Breaking out of the loop, and dropping a sequence nobody iterates, while changes flow.
     func testBreakingOutAndDroppingUnderAStreamOfChanges() async throws {
         for _ in 0..<20 {
-            let writer = Writer(in: directory, prefix: "d")
+            let writer = try Writer(in: directory, prefix: "d")
             defer { writer.stop() }
             var count = 0
             for await _ in try DirectoryWatcher.changes(path: directory.path) {
@@ -503,28 +503,38 @@ final class DescriptorTracker: @unchecked Sendable {
     }
 }
 
-/// A thread that touches files in a directory nonstop until stopped: a stream of changes.
+/// A thread that touches files in a directory until stopped: a stream of changes.
+///
+/// Paced by a watcher of its own: after every 32 changes it waits for its barrier, so the kernel
+/// queue never holds more than a few dozen events. Unpaced, it outruns a loop slowed down by a
+/// sanitizer, and every task and barrier then waits behind thousands of events.
 final class Writer: Sendable {
     private let stopped = LockedValue(false)
     private let exited = DispatchSemaphore(value: 0)
+    private let pacer: DirectoryWatcher
 
-    init(in directory: TemporaryDirectory, prefix: String) {
-        let stopped = stopped
-        let exited = exited
+    init(in directory: TemporaryDirectory, prefix: String) throws {
+        pacer = try DirectoryWatcher.watchFolder(path: directory.path) { _ in }
+        let (stopped, exited, pacer) = (stopped, exited, pacer)
         Thread {
             var index = 0
+            let delivered = DispatchSemaphore(value: 0)
             while !stopped.get() {
                 directory.touch("\(prefix)\(index % 64)")
                 index += 1
+                if index % 32 == 0 {
+                    pacer.barrier { delivered.signal() }
+                    delivered.wait()
+                }
             }
             exited.signal()
         }.start()
     }
 
-    /// Stops the writer; returns once it has made its last change. Idempotent.
+    /// Stops the writer; returns once it has made its last change. Call once.
     func stop() {
-        guard !stopped.get() else { return }
         stopped.set(true)
         exited.wait()
+        pacer.invalidate()
     }
 }
