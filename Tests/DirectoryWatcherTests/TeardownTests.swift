@@ -285,26 +285,34 @@ final class TeardownTests: XCTestCase {
     /// Cancelling the iterating task while changes are being yielded: `cancel()` returns, the
     /// loop ends, and the watch goes.
     func testCancellingIteratingTasksUnderAStreamOfChanges() async throws {
-        for _ in 0..<20 {
+        for round in 0..<40 {
             let writer = try Writer(in: directory, prefix: "c")
             defer { writer.stop() }
             let changes = try DirectoryWatcher.changes(path: directory.path)
             let seen = expectation(description: "changes are flowing")
+            // Every other round the task cancels itself just after receiving a change, when the
+            // delivery is most likely still yielding the rest of that batch.
+            let cancelsItself = round % 2 == 1
             let consumer = Task {
                 var count = 0
                 for await _ in changes {
                     count += 1
-                    if count == 50 { seen.fulfill() }
+                    if count == 50 {
+                        seen.fulfill()
+                        if cancelsItself { withUnsafeCurrentTask { $0?.cancel() } }
+                    }
                 }
             }
             await fulfillment(of: [seen], timeout: 20)
-            // From another thread, so a deadlock in cancel() fails the test instead of hanging it.
-            let cancelled = expectation(description: "cancel() returned")
-            DispatchQueue.global().async {
-                consumer.cancel()
-                cancelled.fulfill()
+            if !cancelsItself {
+                // From another thread, so a deadlock in cancel() fails the test instead of hanging it.
+                let cancelled = expectation(description: "cancel() returned")
+                DispatchQueue.global().async {
+                    consumer.cancel()
+                    cancelled.fulfill()
+                }
+                await fulfillment(of: [cancelled], timeout: 20)
             }
-            await fulfillment(of: [cancelled], timeout: 20)
             let ended = expectation(description: "the consumer's loop ended")
             Task {
                 await consumer.value
@@ -505,8 +513,8 @@ final class DescriptorTracker: @unchecked Sendable {
 
 /// A thread that touches files in a directory until stopped: a stream of changes.
 ///
-/// Paced by a watcher of its own: after every 32 changes it waits for its barrier, so the kernel
-/// queue never holds more than a few dozen events. Unpaced, it outruns a loop slowed down by a
+/// Paced by a watcher of its own: after every 256 changes it waits for its barrier, so the kernel
+/// queue never holds more than a few hundred events. Unpaced, it outruns a loop slowed down by a
 /// sanitizer, and every task and barrier then waits behind thousands of events.
 final class Writer: Sendable {
     private let stopped = LockedValue(false)
@@ -522,7 +530,7 @@ final class Writer: Sendable {
             while !stopped.get() {
                 directory.touch("\(prefix)\(index % 64)")
                 index += 1
-                if index % 32 == 0 {
+                if index % 256 == 0 {
                     pacer.barrier { delivered.signal() }
                     delivered.wait()
                 }
