@@ -102,8 +102,14 @@ final class EventLoop: @unchecked Sendable {
             try startThread()
         } catch {
             for fd in opened { system.close(fd) }
+            lock.withLock { life = .closed }
             throw error
         }
+    }
+
+    deinit {
+        // The thread holds the loop until it exits, so a loop dropped while open is a bug.
+        assert(lock.withLock { life == .closed }, "an event loop was released with its descriptors open")
     }
 
     /// The barrier file: an anonymous memory file (nothing in any user directory, nothing left
