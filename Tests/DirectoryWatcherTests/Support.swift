@@ -102,8 +102,43 @@ extension DirectoryChange {
 
 /// Counts of this process's resources, from /proc.
 enum ProcessResources {
+    /// How many descriptors this process has open, not counting Dispatch's own brief reads.
+    ///
+    /// Once a second, while a root queue has work, libdispatch's pool monitor opens
+    /// `/proc/<tid>/stat` of each worker and closes it again; a count taken at that moment would
+    /// see one more. The library never opens such a file, so those are left out, as ``threads()``
+    /// leaves out Dispatch's workers.
     static func openDescriptors() -> Int {
-        (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1
+        descriptorTargets().count
+    }
+
+    /// What each open descriptor refers to (`readlink` of `/proc/self/fd/N`), without Dispatch's
+    /// monitor reads: print the difference of two of these when a count does not match.
+    static func descriptorTargets() -> [Int32: String] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+        var targets: [Int32: String] = [:]
+        for name in names {
+            guard let fd = Int32(name) else { continue }
+            // Gone already: the directory listing's own descriptor, or a brief one of Dispatch's.
+            guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + name)
+            else { continue }
+            if isDispatchMonitorRead(target) { continue }
+            targets[fd] = target
+        }
+        return targets
+    }
+
+    /// The descriptors opened and closed between two ``descriptorTargets()``, for a message.
+    static func difference(from before: [Int32: String], to after: [Int32: String]) -> String {
+        let opened = after.filter { before[$0.key] != $0.value }.sorted { $0.key < $1.key }
+        let closed = before.filter { after[$0.key] != $0.value }.sorted { $0.key < $1.key }
+        return
+            "opened \(opened.map { "\($0.key) -> \($0.value)" }), closed \(closed.map { "\($0.key) -> \($0.value)" })"
+    }
+
+    private static func isDispatchMonitorRead(_ target: String) -> Bool {
+        let parts = target.split(separator: "/")
+        return parts.count == 3 && parts[0] == "proc" && parts[1].allSatisfy(\.isNumber) && parts[2] == "stat"
     }
 
     /// Threads of this process outside Dispatch's worker pool. The pool grows and shrinks on its
