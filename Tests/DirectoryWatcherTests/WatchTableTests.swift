@@ -6,33 +6,6 @@ import XCTest
 final class WatchTableTests: XCTestCase {
     private final class Subscriber {}
 
-    /// A fake `inotify_add_watch`/`inotify_rm_watch` pair: one descriptor per path, as the kernel
-    /// gives one per inode, recording every call.
-    private final class FakeKernel: @unchecked Sendable {
-        let calls = LockedValue<[String]>([])
-        let descriptors = LockedValue<[String: Int32]>([:])
-
-        var system: System {
-            var table = SystemCalls.live
-            table.inotifyAddWatch = { [self] _, path, mask in
-                let name = String(cString: path)
-                calls.update { $0.append("add \(name) \(String(mask, radix: 16))") }
-                var wd: Int32 = 0
-                descriptors.update { map in
-                    wd = map[name] ?? Int32(map.count + 1)
-                    map[name] = wd
-                }
-                return wd
-            }
-            table.inotifyRmWatch = { [self] _, wd in
-                calls.update { $0.append("rm \(wd)") }
-                descriptors.update { map in map = map.filter { $0.value != wd } }
-                return 0
-            }
-            return System(table)
-        }
-    }
-
     func testSecondSubscriberJoinsTheKernelWatchWithTheUnionMask() throws {
         let kernel = FakeKernel()
         var table = WatchTable<Subscriber>(inotifyFD: 99, system: kernel.system)

@@ -5,13 +5,16 @@ import Synchronization
 
 /// One thread blocked in `epoll_wait` over one inotify descriptor, serving many watchers.
 ///
+/// The loop does the loop: the thread, `epoll_wait`, the eventfd inbox, reading the kernel queue,
+/// and the rename-pairing timer. What the events mean and whom they reach is the ``Router``'s.
+///
 /// The thread sleeps with no timeout while nothing is pending, so an idle process wakes up zero
 /// times a second. It wakes for three reasons: the inotify descriptor is readable, the eventfd
 /// was signalled (a task from another thread: subscribe, unsubscribe, barrier, shutdown), or a
 /// `MOVED_FROM` waiting for its partner reached its deadline.
 ///
-/// Ownership: fields marked "loop thread only" are touched by ``run()`` and by tasks, which run on
-/// the loop thread; ``execute(_:)`` is the only way in from other threads.
+/// Ownership: the router and the fields marked "loop thread only" are touched by ``run()`` and by
+/// tasks, which run on the loop thread; ``execute(_:)`` is the only way in from other threads.
 ///
 /// Lifetime (Architecture.md, "Lifetimes"): the descriptors are closed by the loop thread as it
 /// exits, after it has moved ``Life`` to `.closed` under the lock. Every write to the eventfd is
@@ -57,21 +60,12 @@ final class EventLoop: @unchecked Sendable {
     private var thread: pthread_t?
     /// The loop thread has closed everything and is about to return.
     private var exited = false
-    private let loopThreadID = Atomic<UInt>(0)
+    private let loopThread = ThreadIdentity()
 
     // Loop thread only.
-    private var table: WatchTable<Subscription>
-    private var subscriptions: [ObjectIdentifier: Subscription] = [:]
-    private var pairing: MovePairing
-    private var barrier = BarrierState<BarrierRequest>()
-    private var dirty: [Subscription] = []
+    private let router: Router
     private var queueDrained = true
     private var running = true
-
-    private struct BarrierRequest {
-        let subscription: Subscription
-        let completion: @Sendable () -> Void
-    }
 
     /// Opens the descriptors and starts the thread.
     init(
@@ -80,7 +74,6 @@ final class EventLoop: @unchecked Sendable {
     ) throws(SyscallError) {
         self.system = system
         self.clock = clock
-        self.pairing = MovePairing(window: pairingWindow)
         var opened: [Int32] = []
         do {
             inotifyFD = try system.inotifyInit()
@@ -97,7 +90,11 @@ final class EventLoop: @unchecked Sendable {
             for fd in opened { system.close(fd) }
             throw error
         }
-        table = WatchTable(inotifyFD: inotifyFD, system: system)
+        let (barrierFD, loopThread) = (barrierFD, loopThread)
+        router = Router(
+            table: WatchTable(inotifyFD: inotifyFD, system: system), pairingWindow: pairingWindow,
+            barrierWD: barrierWD, writeBarrierFile: { () throws(SyscallError) in try system.touch(barrierFD) },
+            isOnLoopThread: { loopThread.isCurrent })
         do {
             try startThread()
         } catch {
@@ -149,9 +146,7 @@ final class EventLoop: @unchecked Sendable {
         return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
     }
 
-    var isOnLoopThread: Bool {
-        loopThreadID.load(ordering: .relaxed) == UInt(bitPattern: Int(bitPattern: pthread_self()))
-    }
+    var isOnLoopThread: Bool { loopThread.isCurrent }
 
     // MARK: - From any thread
 
@@ -218,7 +213,7 @@ final class EventLoop: @unchecked Sendable {
     // MARK: - The loop
 
     private func run() {
-        loopThreadID.store(UInt(bitPattern: Int(bitPattern: pthread_self())), ordering: .relaxed)
+        loopThread.becomeCurrent()
         CallbackContext.enterForThreadLifetime()
         cdw_set_thread_name(Self.threadName)
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.readBufferSize, alignment: 16)
@@ -244,10 +239,8 @@ final class EventLoop: @unchecked Sendable {
                 default: break
                 }
             }
-            if let deadline = pairing.deadline, clock() >= deadline {
-                pairing.expire(now: clock()) { handle($0) }
-            }
-            finishWakeUp()
+            router.expire(now: clock())
+            router.finishWakeUp(queueDrained: queueDrained)
         }
         tearDown()
         // pthread_join returns a moment before the kernel drops this thread from
@@ -260,7 +253,7 @@ final class EventLoop: @unchecked Sendable {
     }
 
     private func timeoutMilliseconds() -> Int32 {
-        guard let deadline = pairing.deadline else { return -1 }
+        guard let deadline = router.deadline else { return -1 }
         let now = clock()
         if deadline <= now { return 0 }
         return Int32(clamping: (deadline - now + 999_999) / 1_000_000)
@@ -283,7 +276,7 @@ final class EventLoop: @unchecked Sendable {
             } catch {
                 // No read error is expected from inotify with this buffer size; report the
                 // changes as possibly lost rather than trusting a partial picture.
-                pairing.push(Self.lossMarker, now: clock()) { handle($0) }
+                router.receive(Router.lossMarker, now: clock())
                 return
             }
             guard let count, count > 0 else {
@@ -293,33 +286,13 @@ final class EventLoop: @unchecked Sendable {
             queueDrained = false
             let parsed = InotifyEventParser.parse(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
             let now = clock()
-            for event in parsed.events {
-                pairing.push(event, now: now) { handle($0) }
-            }
-            if parsed.malformedTrailingBytes != 0 {
-                pairing.push(Self.lossMarker, now: now) { handle($0) }
-            }
+            for event in parsed.events { router.receive(event, now: now) }
+            if parsed.malformedTrailingBytes != 0 { router.receive(Router.lossMarker, now: now) }
         }
     }
 
-    private static let lossMarker = InotifyEvent(wd: -1, mask: InotifyMask.queueOverflow)
-
-    /// After every wake-up: release barriers made stale by an overflow, hand batches to queues.
-    private func finishWakeUp() {
-        if queueDrained && pairing.isEmpty && barrier.drained() { writeBarrier() }
-        flushBatches()
-    }
-
-    private func flushBatches() {
-        for subscription in dirty { subscription.flush() }
-        dirty.removeAll(keepingCapacity: true)
-    }
-
     private func tearDown() {
-        let leftover = barrier.takeAll()
-        flushBatches()
-        for request in leftover { request.subscription.run(request.completion) }
-        subscriptions = [:]
+        router.tearDown()
         lock.withLock {
             precondition(life == .stopping, "the loop ended without being stopped")
             life = .closed
@@ -328,157 +301,31 @@ final class EventLoop: @unchecked Sendable {
         for fd in [epollFD, wakeFD, barrierFD, inotifyFD] { system.close(fd) }
     }
 
-    // MARK: - Events (loop thread only; never touch `pairing` here: it is mid-push)
-
-    private func handle(_ item: MovePairing.Item) {
-        switch item {
-        case .event(let event): handle(event)
-        case .move(let from, let to): handleMove(from: from, to: to)
-        }
-    }
-
-    private func handle(_ event: InotifyEvent) {
-        if event.wd == -1 {
-            if event.isOverflow { overflowed() }
-            return
-        }
-        if event.wd == barrierWD {
-            if event.has(InotifyMask.attributes) { barrierReached() }
-            return
-        }
-        if event.has(InotifyMask.ignored) {
-            // The kernel dropped the watch (directory gone, file system unmounted). A subscriber
-            // still here did not see DELETE_SELF, so tell it now.
-            for watch in table.kernelDropped(event.wd) where !watch.subscriber.isEnded {
-                collect(
-                    DirectoryChange(kind: .rootRemoved, path: watch.directory, isDirectory: true), for: watch.subscriber
-                )
-            }
-            return
-        }
-        for watch in table.watches(event.wd) where !watch.subscriber.isEnded {
-            if let change = ChangeTranslation.change(
-                for: event, in: watch.directory, mask: watch.mask, entry: watch.entry)
-            {
-                collect(change, for: watch.subscriber)
-            }
-        }
-    }
-
-    private func handleMove(from: InotifyEvent, to: InotifyEvent) {
-        let sources = table.watches(from.wd)
-        let targets = table.watches(to.wd)
-        for source in sources where !source.subscriber.isEnded {
-            if let target = targets.first(where: { $0.subscriber === source.subscriber }) {
-                // A file watch sees both ends when the move stays in its directory; it cares
-                // when either end is its entry (renamed away, or replaced by a rename).
-                guard source.covers(from.name) || target.covers(to.name),
-                    source.mask & InotifyMask.movedFrom != 0 || target.mask & InotifyMask.movedTo != 0
-                else { continue }
-                collect(
-                    ChangeTranslation.rename(to: to, path: target.path(of: to.name), from: source.path(of: from.name)),
-                    for: source.subscriber)
-            } else if let change = ChangeTranslation.change(
-                for: from, in: source.directory, mask: source.mask, entry: source.entry)
-            {
-                collect(change, for: source.subscriber)
-            }
-        }
-        for target in targets where !target.subscriber.isEnded {
-            if sources.contains(where: { $0.subscriber === target.subscriber }) { continue }
-            if var change = ChangeTranslation.change(
-                for: to, in: target.directory, mask: target.mask, entry: target.entry)
-            {
-                // Another watcher of this process saw it leave, so its origin is known.
-                change.oldPath = sources.first.map { $0.directory.appending(bytes: from.name) }
-                collect(change, for: target.subscriber)
-            }
-        }
-    }
-
-    private func collect(_ change: DirectoryChange, for subscription: Subscription) {
-        if subscription.collect(change) { dirty.append(subscription) }
-        if ChangeTranslation.endsWatch(change) {
-            subscription.endsWithBatch = true
-            end(subscription)
-        }
-    }
-
-    private func end(_ subscription: Subscription) {
-        subscription.isEnded = true
-        for wd in subscription.descriptors { table.remove(subscription, from: wd) }
-        subscription.descriptors = []
-    }
-
-    private func overflowed() {
-        for subscription in subscriptions.values where !subscription.isEnded {
-            collect(DirectoryChange(kind: .overflow, path: subscription.root, isDirectory: true), for: subscription)
-        }
-        complete(barrier.overflowed())
-    }
-
-    // MARK: - Barriers
-
-    private func barrierReached() {
-        let (satisfied, writeAgain) = barrier.reached()
-        complete(satisfied)
-        if writeAgain { writeBarrier() }
-    }
-
-    /// Hands every pending batch to its queue first, so each completion runs after the changes
-    /// that came before it.
-    private func complete(_ requests: [BarrierRequest]) {
-        guard !requests.isEmpty else { return }
-        flushBatches()
-        for request in requests { request.subscription.run(request.completion) }
-    }
-
-    private func writeBarrier() {
-        while true {
-            do {
-                try system.touch(barrierFD)
-                return
-            } catch {
-                // Without the write no event will come: complete what was in flight now rather
-                // than never, and try again for what was waiting.
-                let (satisfied, writeAgain) = barrier.reached()
-                complete(satisfied)
-                if !writeAgain { return }
-            }
-        }
-    }
-
     // MARK: - Tasks (run on the loop thread)
 
     func subscribe(_ subscription: Subscription) -> SyscallError? {
-        assert(isOnLoopThread)
-        do {
-            let wd = try table.add(
-                subscription, directory: subscription.root, mask: subscription.mask,
-                flags: InotifyMask.onlyDirectory | InotifyMask.excludeUnlinked, only: subscription.entry)
-            subscription.descriptors = [wd]
-            subscriptions[ObjectIdentifier(subscription)] = subscription
-            return nil
-        } catch {
-            return error
-        }
+        router.subscribe(subscription)
     }
 
     func unsubscribe(_ subscription: Subscription) {
-        assert(isOnLoopThread)
-        guard subscriptions.removeValue(forKey: ObjectIdentifier(subscription)) != nil else { return }
-        if !subscription.isEnded { end(subscription) }
-        subscription.pending = []
+        router.unsubscribe(subscription)
     }
 
     func requestBarrier(for subscription: Subscription, completion: @escaping @Sendable () -> Void) {
-        assert(isOnLoopThread)
-        if subscription.isEnded {
-            complete([BarrierRequest(subscription: subscription, completion: completion)])
-        } else if barrier.request(BarrierRequest(subscription: subscription, completion: completion)) {
-            writeBarrier()
-        }
+        router.requestBarrier(for: subscription, completion: completion)
     }
+}
+
+/// Which thread runs a loop, for checks from any thread.
+private final class ThreadIdentity: Sendable {
+    private let id = Atomic<UInt>(0)
+
+    var isCurrent: Bool { id.load(ordering: .relaxed) == Self.current }
+
+    /// Called first thing on the loop thread.
+    func becomeCurrent() { id.store(Self.current, ordering: .relaxed) }
+
+    private static var current: UInt { UInt(bitPattern: Int(bitPattern: pthread_self())) }
 }
 
 /// Carries a task's result back to the thread waiting for it.

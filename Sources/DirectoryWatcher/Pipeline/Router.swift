@@ -1,0 +1,240 @@
+/// Routes the kernel's events to the watchers: owns the watch table, rename pairing, barrier
+/// bookkeeping, and each watcher's batch for the current wake-up.
+///
+/// The event loop feeds it (events read, the pairing deadline, the end of a wake-up) and runs its
+/// tasks (subscribe, unsubscribe, barrier); the router has no thread and makes no system call of
+/// its own beyond the watch table's and the barrier write it is given, so its tests drive it
+/// directly against a fake kernel. Every method runs on the loop thread, which `isOnLoopThread`
+/// checks in debug builds.
+final class Router {
+    /// A barrier waiting for its event, and where its completion runs.
+    struct BarrierRequest {
+        let subscription: Subscription
+        let completion: @Sendable () -> Void
+    }
+
+    /// Marks an event read that cannot be trusted (a read error, a truncated record): reported as
+    /// possible loss, as an overflow is.
+    static let lossMarker = InotifyEvent(wd: -1, mask: InotifyMask.queueOverflow)
+
+    private var table: WatchTable<Subscription>
+    private var subscriptions: [ObjectIdentifier: Subscription] = [:]
+    private var pairing: MovePairing
+    private var barrier = BarrierState<BarrierRequest>()
+    /// Subscriptions with a batch collected in this wake-up, in the order they got their first change.
+    private var dirty: [Subscription] = []
+    /// The descriptor of the loop's own barrier file, whose events are never a watcher's.
+    private let barrierWD: Int32
+    /// Updates the barrier file's timestamps (`IN_ATTRIB` on `barrierWD`).
+    private let writeBarrierFile: () throws(SyscallError) -> Void
+    private let isOnLoopThread: () -> Bool
+
+    init(
+        table: WatchTable<Subscription>, pairingWindow: UInt64, barrierWD: Int32,
+        writeBarrierFile: @escaping () throws(SyscallError) -> Void,
+        isOnLoopThread: @escaping () -> Bool = { true }
+    ) {
+        self.table = table
+        self.pairing = MovePairing(window: pairingWindow)
+        self.barrierWD = barrierWD
+        self.writeBarrierFile = writeBarrierFile
+        self.isOnLoopThread = isOnLoopThread
+    }
+
+    /// When a rename's first half stops waiting for its second, if one is waiting.
+    var deadline: UInt64? { pairing.deadline }
+
+    // MARK: - From the loop
+
+    /// One event read from the kernel, at `now`.
+    func receive(_ event: InotifyEvent, now: UInt64) {
+        assert(isOnLoopThread())
+        pairing.push(event, now: now) { handle($0) }
+    }
+
+    /// Lets go of rename halves whose partner did not come in time.
+    func expire(now: UInt64) {
+        assert(isOnLoopThread())
+        if let deadline = pairing.deadline, now >= deadline {
+            pairing.expire(now: now) { handle($0) }
+        }
+    }
+
+    /// After every wake-up: releases barriers that waited for an overflow to drain, and hands the
+    /// batches to their queues. `queueDrained`: the last read found the kernel queue empty.
+    func finishWakeUp(queueDrained: Bool) {
+        assert(isOnLoopThread())
+        if queueDrained && pairing.isEmpty && barrier.drained() { writeBarrier() }
+        flushBatches()
+    }
+
+    /// The loop is stopping: hands over what is pending, completes every barrier, forgets every
+    /// subscription (closing the inotify descriptor removes the kernel watches).
+    func tearDown() {
+        assert(isOnLoopThread())
+        let leftover = barrier.takeAll()
+        flushBatches()
+        for request in leftover { request.subscription.run(request.completion) }
+        subscriptions = [:]
+    }
+
+    // MARK: - Tasks
+
+    func subscribe(_ subscription: Subscription) -> SyscallError? {
+        assert(isOnLoopThread())
+        do {
+            let wd = try table.add(
+                subscription, directory: subscription.root, mask: subscription.mask,
+                flags: InotifyMask.onlyDirectory | InotifyMask.excludeUnlinked, only: subscription.entry)
+            subscription.descriptors = [wd]
+            subscriptions[ObjectIdentifier(subscription)] = subscription
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    func unsubscribe(_ subscription: Subscription) {
+        assert(isOnLoopThread())
+        guard subscriptions.removeValue(forKey: ObjectIdentifier(subscription)) != nil else { return }
+        if !subscription.isEnded { end(subscription) }
+        // Nothing of this wake-up is handed over: not even an empty batch to its queue.
+        subscription.pending = []
+        dirty.removeAll { $0 === subscription }
+    }
+
+    func requestBarrier(for subscription: Subscription, completion: @escaping @Sendable () -> Void) {
+        assert(isOnLoopThread())
+        let request = BarrierRequest(subscription: subscription, completion: completion)
+        if subscription.isEnded {
+            complete([request])
+        } else if barrier.request(request) {
+            writeBarrier()
+        }
+    }
+
+    // MARK: - Events (never touch `pairing` here: it is mid-push)
+
+    private func handle(_ item: MovePairing.Item) {
+        switch item {
+        case .event(let event): handle(event)
+        case .move(let from, let to): handleMove(from: from, to: to)
+        }
+    }
+
+    private func handle(_ event: InotifyEvent) {
+        if event.wd == -1 {
+            if event.isOverflow { overflowed() }
+            return
+        }
+        if event.wd == barrierWD {
+            if event.has(InotifyMask.attributes) { barrierReached() }
+            return
+        }
+        if event.has(InotifyMask.ignored) {
+            // The kernel dropped the watch (directory gone, file system unmounted). A subscriber
+            // still here did not see DELETE_SELF, so tell it now.
+            for watch in table.kernelDropped(event.wd) where !watch.subscriber.isEnded {
+                collect(
+                    DirectoryChange(kind: .rootRemoved, path: watch.directory, isDirectory: true), for: watch.subscriber
+                )
+            }
+            return
+        }
+        for watch in table.watches(event.wd) where !watch.subscriber.isEnded {
+            if let change = ChangeTranslation.change(
+                for: event, in: watch.directory, mask: watch.mask, entry: watch.entry)
+            {
+                collect(change, for: watch.subscriber)
+            }
+        }
+    }
+
+    private func handleMove(from: InotifyEvent, to: InotifyEvent) {
+        let sources = table.watches(from.wd)
+        let targets = table.watches(to.wd)
+        for source in sources where !source.subscriber.isEnded {
+            if let target = targets.first(where: { $0.subscriber === source.subscriber }) {
+                // A file watch sees both ends when the move stays in its directory; it cares
+                // when either end is its entry (renamed away, or replaced by a rename).
+                guard source.covers(from.name) || target.covers(to.name),
+                    source.mask & InotifyMask.movedFrom != 0 || target.mask & InotifyMask.movedTo != 0
+                else { continue }
+                collect(
+                    ChangeTranslation.rename(to: to, path: target.path(of: to.name), from: source.path(of: from.name)),
+                    for: source.subscriber)
+            } else if let change = ChangeTranslation.change(
+                for: from, in: source.directory, mask: source.mask, entry: source.entry)
+            {
+                collect(change, for: source.subscriber)
+            }
+        }
+        for target in targets where !target.subscriber.isEnded {
+            if sources.contains(where: { $0.subscriber === target.subscriber }) { continue }
+            if var change = ChangeTranslation.change(
+                for: to, in: target.directory, mask: target.mask, entry: target.entry)
+            {
+                // Another watcher of this process saw it leave, so its origin is known.
+                change.oldPath = sources.first.map { $0.directory.appending(bytes: from.name) }
+                collect(change, for: target.subscriber)
+            }
+        }
+    }
+
+    private func collect(_ change: DirectoryChange, for subscription: Subscription) {
+        if subscription.collect(change) { dirty.append(subscription) }
+        if ChangeTranslation.endsWatch(change) {
+            subscription.endsWithBatch = true
+            end(subscription)
+        }
+    }
+
+    private func end(_ subscription: Subscription) {
+        subscription.isEnded = true
+        for wd in subscription.descriptors { table.remove(subscription, from: wd) }
+        subscription.descriptors = []
+    }
+
+    private func overflowed() {
+        for subscription in subscriptions.values where !subscription.isEnded {
+            collect(DirectoryChange(kind: .overflow, path: subscription.root, isDirectory: true), for: subscription)
+        }
+        complete(barrier.overflowed())
+    }
+
+    private func flushBatches() {
+        for subscription in dirty { subscription.flush() }
+        dirty.removeAll(keepingCapacity: true)
+    }
+
+    // MARK: - Barriers
+
+    private func barrierReached() {
+        let (satisfied, writeAgain) = barrier.reached()
+        complete(satisfied)
+        if writeAgain { writeBarrier() }
+    }
+
+    /// Hands every pending batch to its queue first, so each completion runs after the changes
+    /// that came before it.
+    private func complete(_ requests: [BarrierRequest]) {
+        guard !requests.isEmpty else { return }
+        flushBatches()
+        for request in requests { request.subscription.run(request.completion) }
+    }
+
+    private func writeBarrier() {
+        while true {
+            do {
+                try writeBarrierFile()
+                return
+            } catch {
+                // Without the write no event will come: complete what was in flight now rather
+                // than never, and try again for what was waiting.
+                let (satisfied, writeAgain) = barrier.reached()
+                complete(satisfied)
+                if !writeAgain { return }
+            }
+        }
+    }
+}

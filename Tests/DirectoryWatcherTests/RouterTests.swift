@@ -1,0 +1,200 @@
+import XCTest
+
+@testable import DirectoryWatcher
+
+/// The router without a thread or a kernel: events go in as the loop would read them, batches
+/// come out to receivers called at once (subscriptions without a queue deliver synchronously).
+final class RouterTests: XCTestCase {
+    private var kernel: FakeKernel!
+    private var barrierWrites = 0
+    private var router: Router!
+    private let barrierWD: Int32 = 1_000
+    private let window: UInt64 = 10
+
+    override func setUp() {
+        kernel = FakeKernel()
+        barrierWrites = 0
+        router = Router(
+            table: WatchTable(inotifyFD: 99, system: kernel.system), pairingWindow: window, barrierWD: barrierWD,
+            writeBarrierFile: { [unowned self] () throws(SyscallError) in barrierWrites += 1 })
+    }
+
+    /// A subscription to `root` that records what reaches it.
+    private func subscribe(
+        _ root: FileSystemPath, events: DirectoryWatcher.Events = DirectoryWatcher.Options().events,
+        entry: WatchedEntry? = nil
+    ) throws -> (Subscription, BatchRecorder) {
+        let subscription = Subscription(root: root, mask: events.inotifyMask, entry: entry, queue: nil)
+        let recorder = BatchRecorder()
+        subscription.receiver = recorder
+        if let failure = router.subscribe(subscription) { throw failure }
+        return (subscription, recorder)
+    }
+
+    private func wd(_ path: String) -> Int32 { kernel.descriptors.get()[path]! }
+
+    /// Feeds events read in one wake-up, then ends the wake-up as the loop does.
+    private func read(_ events: [InotifyEvent], now: UInt64 = 0, drained: Bool = true) {
+        for event in events { router.receive(event, now: now) }
+        router.expire(now: now)
+        router.finishWakeUp(queueDrained: drained)
+    }
+
+    func testEventsReachOnlyTheWatchersOfTheirDirectory() throws {
+        let (_, d) = try subscribe("/d")
+        let (_, e) = try subscribe("/e")
+        read([InotifyEvent(wd: wd("/d"), mask: InotifyMask.create, name: Array("a".utf8))])
+        XCTAssertEqual(d.batches, [[DirectoryChange(.created, "/d/a")]])
+        XCTAssertEqual(e.batches, [])
+    }
+
+    func testOneWakeUpIsOneBatchPerWatcher() throws {
+        let (_, d) = try subscribe("/d")
+        read([
+            InotifyEvent(wd: wd("/d"), mask: InotifyMask.create, name: Array("a".utf8)),
+            InotifyEvent(wd: wd("/d"), mask: InotifyMask.modify, name: Array("a".utf8)),
+            InotifyEvent(wd: wd("/d"), mask: InotifyMask.modify, name: Array("a".utf8)),
+        ])
+        // Repeated writes to one file fold into one change.
+        XCTAssertEqual(d.batches, [[DirectoryChange(.created, "/d/a"), DirectoryChange(.modified, "/d/a")]])
+    }
+
+    func testRenameWithinAWatcherIsOneChange() throws {
+        let (_, d) = try subscribe("/d")
+        read([
+            InotifyEvent(wd: wd("/d"), mask: InotifyMask.movedFrom, cookie: 7, name: Array("a".utf8)),
+            InotifyEvent(wd: wd("/d"), mask: InotifyMask.movedTo, cookie: 7, name: Array("b".utf8)),
+        ])
+        XCTAssertEqual(d.batches, [[DirectoryChange(.renamed, "/d/b", from: "/d/a")]])
+    }
+
+    func testMoveBetweenTwoWatchersIsOutForOneAndInWithItsOriginForTheOther() throws {
+        let (_, d) = try subscribe("/d")
+        let (_, e) = try subscribe("/e")
+        read([
+            InotifyEvent(wd: wd("/d"), mask: InotifyMask.movedFrom, cookie: 9, name: Array("a".utf8)),
+            InotifyEvent(wd: wd("/e"), mask: InotifyMask.movedTo, cookie: 9, name: Array("b".utf8)),
+        ])
+        XCTAssertEqual(d.batches, [[DirectoryChange(.movedOut, "/d/a")]])
+        XCTAssertEqual(e.batches, [[DirectoryChange(.movedIn, "/e/b", from: "/d/a")]])
+    }
+
+    func testAMoveWhosePartnerNeverComesIsMovedOutAtTheDeadline() throws {
+        let (_, d) = try subscribe("/d")
+        read([InotifyEvent(wd: wd("/d"), mask: InotifyMask.movedFrom, cookie: 3, name: Array("a".utf8))], now: 0)
+        XCTAssertEqual(d.batches, [], "held while its partner may still come")
+        XCTAssertEqual(router.deadline, window)
+        read([], now: window)
+        XCTAssertEqual(d.batches, [[DirectoryChange(.movedOut, "/d/a")]])
+        XCTAssertNil(router.deadline)
+    }
+
+    func testRootRemovedEndsTheWatchAndReleasesItsKernelWatch() throws {
+        let (subscription, d) = try subscribe("/d")
+        let descriptor = wd("/d")
+        read([InotifyEvent(wd: descriptor, mask: InotifyMask.deleteSelf)])
+        XCTAssertEqual(d.batches, [[DirectoryChange(.rootRemoved, "/d", directory: true)]])
+        XCTAssertEqual(d.rootsGone, 1)
+        XCTAssertTrue(subscription.isEnded)
+        XCTAssertEqual(kernel.calls.get().last, "rm \(descriptor)")
+        read([InotifyEvent(wd: descriptor, mask: InotifyMask.create, name: Array("late".utf8))])
+        XCTAssertEqual(d.batches.count, 1, "nothing after the end")
+    }
+
+    func testAWatchTheKernelDroppedIsReportedAsRemoved() throws {
+        let (_, d) = try subscribe("/d")
+        read([InotifyEvent(wd: wd("/d"), mask: InotifyMask.ignored)])
+        XCTAssertEqual(d.batches, [[DirectoryChange(.rootRemoved, "/d", directory: true)]])
+    }
+
+    func testOverflowReachesEveryWatcherAndCompletesBarriersInFlightAfterIt() throws {
+        let (d, dRecorder) = try subscribe("/d")
+        let (_, eRecorder) = try subscribe("/e")
+        let order = LockedValue<[String]>([])
+        dRecorder.onBatch = { order.update { $0.append("batch") } }
+        router.requestBarrier(for: d) { order.update { $0.append("barrier") } }
+        XCTAssertEqual(barrierWrites, 1)
+        read([InotifyEvent(wd: -1, mask: InotifyMask.queueOverflow)], drained: false)
+        XCTAssertEqual(dRecorder.batches, [[DirectoryChange(.overflow, "/d", directory: true)]])
+        XCTAssertEqual(eRecorder.batches, [[DirectoryChange(.overflow, "/e", directory: true)]])
+        XCTAssertEqual(order.get(), ["batch", "barrier"], "the overflow notice comes before the barrier")
+    }
+
+    func testABarrierCompletesWhenItsEventIsReadAfterTheChangesBeforeIt() throws {
+        let (d, recorder) = try subscribe("/d")
+        let order = LockedValue<[String]>([])
+        recorder.onBatch = { order.update { $0.append("batch") } }
+        router.requestBarrier(for: d) { order.update { $0.append("first") } }
+        router.requestBarrier(for: d) { order.update { $0.append("second") } }
+        XCTAssertEqual(barrierWrites, 1, "one write in flight at a time")
+        read([
+            InotifyEvent(wd: wd("/d"), mask: InotifyMask.create, name: Array("a".utf8)),
+            InotifyEvent(wd: barrierWD, mask: InotifyMask.attributes),
+        ])
+        XCTAssertEqual(order.get(), ["batch", "first"])
+        XCTAssertEqual(barrierWrites, 2, "written again for the one that waited")
+        read([InotifyEvent(wd: barrierWD, mask: InotifyMask.attributes)])
+        XCTAssertEqual(order.get(), ["batch", "first", "second"])
+    }
+
+    func testAFailingBarrierWriteStillCompletes() throws {
+        router = Router(
+            table: WatchTable(inotifyFD: 99, system: kernel.system), pairingWindow: window, barrierWD: barrierWD,
+            writeBarrierFile: { () throws(SyscallError) in throw SyscallError(function: "futimens", errno: EIO) })
+        let (d, _) = try subscribe("/d")
+        let completed = LockedValue(0)
+        router.requestBarrier(for: d) { completed.update { $0 += 1 } }
+        router.requestBarrier(for: d) { completed.update { $0 += 1 } }
+        XCTAssertEqual(completed.get(), 2)
+    }
+
+    func testAFileWatchSeesOnlyItsName() throws {
+        let (_, file) = try subscribe("/d", entry: WatchedEntry(name: Array("config".utf8), path: "/d/config"))
+        let descriptor = wd("/d")
+        read([
+            InotifyEvent(wd: descriptor, mask: InotifyMask.create, name: Array("other".utf8)),
+            InotifyEvent(wd: descriptor, mask: InotifyMask.movedFrom, cookie: 5, name: Array("config.tmp".utf8)),
+            InotifyEvent(wd: descriptor, mask: InotifyMask.movedTo, cookie: 5, name: Array("config".utf8)),
+        ])
+        XCTAssertEqual(file.batches, [[DirectoryChange(.renamed, "/d/config", from: "/d/config.tmp")]])
+    }
+
+    func testUnsubscribingDropsThePendingBatchAndTheKernelWatch() throws {
+        let (d, recorder) = try subscribe("/d")
+        let descriptor = wd("/d")
+        router.receive(InotifyEvent(wd: descriptor, mask: InotifyMask.create, name: Array("a".utf8)), now: 0)
+        router.unsubscribe(d)
+        router.finishWakeUp(queueDrained: true)
+        XCTAssertEqual(recorder.batches, [])
+        XCTAssertEqual(kernel.calls.get().last, "rm \(descriptor)")
+    }
+
+    func testTearDownCompletesEveryBarrier() throws {
+        let (d, _) = try subscribe("/d")
+        let completed = LockedValue(0)
+        router.requestBarrier(for: d) { completed.update { $0 += 1 } }
+        router.requestBarrier(for: d) { completed.update { $0 += 1 } }
+        router.tearDown()
+        XCTAssertEqual(completed.get(), 2)
+    }
+}
+
+/// Records what a subscription delivers, as a watcher would receive it.
+private final class BatchRecorder: ChangeReceiver, @unchecked Sendable {
+    private let lock = NSLock()
+    private var received: [[DirectoryChange]] = []
+    private var gone = 0
+    var onBatch: (@Sendable () -> Void)?
+
+    var batches: [[DirectoryChange]] { lock.withLock { received } }
+    var rootsGone: Int { lock.withLock { gone } }
+
+    func receive(_ changes: [DirectoryChange], through gate: DeliveryGate) {
+        lock.withLock { received.append(changes) }
+        onBatch?()
+    }
+
+    func rootWentAway() {
+        lock.withLock { gone += 1 }
+    }
+}
