@@ -3,9 +3,8 @@ import XCTest
 
 @testable import DirectoryWatcher
 
-final class AsyncSequenceTests: XCTestCase {
+final class AsyncSequenceTests: WatchedDirectoryTestCase {
     func testChangesArriveInOrderAndEndWithTheDirectory() async throws {
-        let directory = TemporaryDirectory()
         let changes = try DirectoryWatcher.changes(path: directory.path)
         XCTAssertEqual(changes.path, FileSystemPath(directory.path))
         let file = directory.touch("one")
@@ -26,7 +25,6 @@ final class AsyncSequenceTests: XCTestCase {
     }
 
     func testCancellingTheConsumerEndsTheWatch() async throws {
-        let directory = TemporaryDirectory()
         let watchesBefore = ProcessResources.kernelWatches()
         let changes = try DirectoryWatcher.changes(path: directory.path)
         let firstSeen = expectation(description: "first change")
@@ -47,7 +45,6 @@ final class AsyncSequenceTests: XCTestCase {
     }
 
     func testDroppingTheSequenceEndsTheWatch() throws {
-        let directory = TemporaryDirectory()
         do {
             let changes = try DirectoryWatcher.changes(path: directory.path)
             XCTAssertEqual(ProcessResources.loopThreads(), 1)

@@ -6,28 +6,10 @@ import XCTest
 
 /// What a watcher reports for each kind of operation, checked through the barrier: every
 /// assertion sees exactly the changes made before it, never more and never fewer.
-final class ChangeTests: XCTestCase {
-    private var directory: TemporaryDirectory!
-    private var recorder: Recorder!
-    private var watcher: DirectoryWatcher!
-
+final class ChangeTests: WatchedDirectoryTestCase {
     override func setUpWithError() throws {
-        directory = TemporaryDirectory()
-        recorder = Recorder()
-        watcher = try DirectoryWatcher.watchFolder(path: directory.path, delegate: recorder)
-    }
-
-    override func tearDown() {
-        watcher?.invalidate()
-        watcher = nil
-        directory = nil
-    }
-
-    /// The changes delivered since the last call.
-    private func delivered() -> [DirectoryChange] {
-        waitForDelivery(watcher)
-        defer { recorder.reset() }
-        return recorder.changes
+        try super.setUpWithError()
+        try watch { try DirectoryWatcher.watchFolder(path: directory.path, delegate: $0) }
     }
 
     func testCallbackArrivesWithinMillisecondsOfAFileAppearing() {
@@ -223,14 +205,4 @@ final class ChangeTests: XCTestCase {
         await watcher.barrier()
         XCTAssertEqual(recorder.changes, [DirectoryChange(.created, file)])
     }
-}
-
-/// A value shared between a test and callbacks on other threads.
-final class LockedValue<Value>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value: Value
-    init(_ value: Value) { self.value = value }
-    func get() -> Value { lock.withLock { value } }
-    func set(_ newValue: Value) { lock.withLock { value = newValue } }
-    func update(_ body: (inout Value) -> Void) { lock.withLock { body(&value) } }
 }

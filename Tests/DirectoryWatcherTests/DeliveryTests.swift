@@ -4,17 +4,8 @@ import XCTest
 @testable import DirectoryWatcher
 
 /// `Delivery.eventLoopThread`: callbacks on the loop thread itself, with no hand-off.
-final class DeliveryTests: XCTestCase {
+final class DeliveryTests: WatchedDirectoryTestCase {
     private let onLoop = DirectoryWatcher.Options(delivery: .eventLoopThread)
-    private var directory: TemporaryDirectory!
-
-    override func setUp() {
-        directory = TemporaryDirectory()
-    }
-
-    override func tearDown() {
-        directory = nil
-    }
 
     private static func currentThreadName() -> String {
         let name = (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? ""
@@ -23,10 +14,8 @@ final class DeliveryTests: XCTestCase {
 
     func testCallbacksAndBarriersRunOnTheLoopThreadInOrder() throws {
         let threads = LockedValue<Set<String>>([])
-        let recorder = Recorder()
+        try watch { try DirectoryWatcher.watchFolder(path: directory.path, options: onLoop, delegate: $0) }
         recorder.onBatch = { _, _ in threads.update { $0.insert(Self.currentThreadName()) } }
-        let watcher = try DirectoryWatcher.watchFolder(path: directory.path, options: onLoop, delegate: recorder)
-        defer { watcher.invalidate() }
         let names = (0..<200).map { String(format: "%03d", $0) }
         for name in names { directory.touch(name) }
         let barrierThread = LockedValue("")

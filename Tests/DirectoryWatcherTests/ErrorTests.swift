@@ -5,17 +5,7 @@ import XCTest
 
 /// Every way `watchFolder` can fail: real failures where the kernel produces them for root too,
 /// injected ones (through the syscall table) where it does not. Each error names the path.
-final class ErrorTests: XCTestCase {
-    private var directory: TemporaryDirectory!
-
-    override func setUp() {
-        directory = TemporaryDirectory()
-    }
-
-    override func tearDown() {
-        directory = nil
-    }
-
+final class ErrorTests: WatchedDirectoryTestCase {
     private func watchError(_ path: String, file: StaticString = #filePath, line: UInt = #line)
         -> DirectoryWatcherError?
     {
@@ -75,13 +65,10 @@ final class ErrorTests: XCTestCase {
         let target = directory.mkdir("target")
         let link = directory.url("link")
         symlink(target, link)
-        let recorder = Recorder()
-        let watcher = try DirectoryWatcher.watchFolder(path: link, delegate: recorder)
-        defer { watcher.invalidate() }
+        try watch { try DirectoryWatcher.watchFolder(path: link, delegate: $0) }
         XCTAssertEqual(watcher.path, FileSystemPath(link), "the path stays as given")
         directory.touch("target/through-link")
-        waitForDelivery(watcher)
-        XCTAssertEqual(recorder.changes, [DirectoryChange(.created, link + "/through-link")])
+        XCTAssertEqual(delivered(), [DirectoryChange(.created, link + "/through-link")])
     }
 
     func testPathWithControlCharactersStaysOnOneLine() {
@@ -97,13 +84,8 @@ final class ErrorTests: XCTestCase {
     /// Watches `directory` on a loop whose `inotify_add_watch` fails with `code` for user paths
     /// (the loop's own barrier watch still succeeds).
     private func injectedAddWatchError(_ code: Int32) throws -> DirectoryWatcherError? {
-        var calls = SystemCalls.live
-        calls.inotifyAddWatch = { fd, path, mask in
-            if String(cString: path).hasPrefix("/proc/self/fd/") {
-                return SystemCalls.live.inotifyAddWatch(fd, path, mask)
-            }
-            Glibc.errno = code
-            return -1
+        let calls = SystemCalls.live.failing(\.inotifyAddWatch, errno: code) { _, path, _ in
+            !String(cString: path).hasPrefix("/proc/self/fd/")
         }
         let loop = try EventLoop(system: System(calls))
         defer { loop.shutdown() }
@@ -145,12 +127,7 @@ final class ErrorTests: XCTestCase {
     }
 
     func testInstanceLimitNamesTheSysctl() {
-        var calls = SystemCalls.live
-        calls.inotifyInit1 = { _ in
-            Glibc.errno = EMFILE
-            return -1
-        }
-        XCTAssertThrowsError(try EventLoop(system: System(calls))) { error in
+        XCTAssertThrowsError(try EventLoop(system: System(.live.failing(\.inotifyInit1, errno: EMFILE)))) { error in
             let watchError = DirectoryWatcherError(error as! SyscallError, path: "/srv/x")
             XCTAssertEqual(watchError.code, .instanceLimitReached)
             XCTAssertTrue(watchError.description.hasPrefix(#"cannot watch "/srv/x": the inotify instance limit"#))
@@ -159,12 +136,7 @@ final class ErrorTests: XCTestCase {
     }
 
     func testDescriptorLimitOutsideInotify() {
-        var calls = SystemCalls.live
-        calls.epollCreate1 = { _ in
-            Glibc.errno = EMFILE
-            return -1
-        }
-        XCTAssertThrowsError(try EventLoop(system: System(calls))) { error in
+        XCTAssertThrowsError(try EventLoop(system: System(.live.failing(\.epollCreate1, errno: EMFILE)))) { error in
             XCTAssertEqual(DirectoryWatcherError(error as! SyscallError, path: "/x").code, .descriptorLimitReached)
         }
     }
@@ -172,15 +144,11 @@ final class ErrorTests: XCTestCase {
     func testFailedLoopStartClosesWhatItOpened() {
         let closed = LockedValue<[Int32]>([])
         let opened = LockedValue<[Int32]>([])
-        var calls = SystemCalls.live
+        var calls = SystemCalls.live.failing(\.eventfd, errno: ENFILE)
         calls.inotifyInit1 = { flags in
             let fd = SystemCalls.live.inotifyInit1(flags)
             opened.update { $0.append(fd) }
             return fd
-        }
-        calls.eventfd = { _, _ in
-            Glibc.errno = ENFILE
-            return -1
         }
         calls.close = { fd in
             closed.update { $0.append(fd) }
@@ -193,10 +161,8 @@ final class ErrorTests: XCTestCase {
     }
 
     func testThreadLimitIsAnErrorNotACrash() {
-        var calls = SystemCalls.live
-        calls.pthreadCreate = { _, _, _ in EAGAIN }
         let descriptors = ProcessResources.openDescriptors()
-        XCTAssertThrowsError(try EventLoop(system: System(calls))) { error in
+        XCTAssertThrowsError(try EventLoop(system: System(.live.failing(\.pthreadCreate, errno: EAGAIN)))) { error in
             XCTAssertEqual(error as? SyscallError, SyscallError(function: "pthread_create", errno: EAGAIN))
             let watchError = DirectoryWatcherError(error as! SyscallError, path: "/srv")
             XCTAssertTrue(watchError.description.hasPrefix(#"cannot watch "/srv": pthread_create failed"#))
@@ -206,19 +172,7 @@ final class ErrorTests: XCTestCase {
 
     func testInterruptedCallsAreRetried() throws {
         let attempts = LockedValue(0)
-        var calls = SystemCalls.live
-        calls.inotifyAddWatch = { fd, path, mask in
-            var interrupt = false
-            attempts.update {
-                $0 += 1
-                interrupt = $0 <= 3
-            }
-            if interrupt {
-                Glibc.errno = EINTR
-                return -1
-            }
-            return SystemCalls.live.inotifyAddWatch(fd, path, mask)
-        }
+        let calls = SystemCalls.live.failing(\.inotifyAddWatch, errno: EINTR, times: 3, counting: attempts)
         let loop = try EventLoop(system: System(calls))
         defer { loop.shutdown() }
         let recorder = Recorder()
@@ -232,12 +186,7 @@ final class ErrorTests: XCTestCase {
     }
 
     func testFailingBarrierWriteStillCompletesBarriers() throws {
-        var calls = SystemCalls.live
-        calls.futimens = { _, _ in
-            Glibc.errno = EIO
-            return -1
-        }
-        let loop = try EventLoop(system: System(calls))
+        let loop = try EventLoop(system: System(.live.failing(\.futimens, errno: EIO)))
         defer { loop.shutdown() }
         let watcher = try DirectoryWatcher.make(path: directory.path, delegate: Recorder(), queue: nil, loop: loop)
         defer { watcher.invalidate() }
@@ -245,12 +194,7 @@ final class ErrorTests: XCTestCase {
     }
 
     func testCurrentDirectoryFailureNamesThePath() throws {
-        var calls = SystemCalls.live
-        calls.getcwd = { _, _ in
-            Glibc.errno = ENOENT
-            return nil
-        }
-        let loop = try EventLoop(system: System(calls))
+        let loop = try EventLoop(system: System(.live.failing(\.getcwd, errno: ENOENT)))
         defer { loop.shutdown() }
         XCTAssertThrowsError(try DirectoryWatcher.make(path: "relative", delegate: Recorder(), queue: nil, loop: loop))
         {

@@ -6,22 +6,11 @@ import XCTest
 
 /// `DirectoryWatcher.Options`: which kinds a watcher reports, and the opt-in opens, reads and
 /// closes.
-final class EventSelectionTests: XCTestCase {
-    private var directory: TemporaryDirectory!
-
-    override func setUp() {
-        directory = TemporaryDirectory()
-    }
-
-    override func tearDown() {
-        directory = nil
-    }
-
-    private func watch(_ events: DirectoryWatcher.Events) throws -> (DirectoryWatcher, Recorder) {
-        let recorder = Recorder()
-        let watcher = try DirectoryWatcher.watchFolder(
-            path: directory.path, options: DirectoryWatcher.Options(events: events), delegate: recorder)
-        return (watcher, recorder)
+final class EventSelectionTests: WatchedDirectoryTestCase {
+    /// Watches `directory` for `events` only: the fixture's watcher, or another one.
+    private func watchFolder(events: DirectoryWatcher.Events, delegate: Recorder) throws -> DirectoryWatcher {
+        try DirectoryWatcher.watchFolder(
+            path: directory.path, options: DirectoryWatcher.Options(events: events), delegate: delegate)
     }
 
     private func read(_ path: String) {
@@ -39,71 +28,59 @@ final class EventSelectionTests: XCTestCase {
     }
 
     func testOnlyTheSelectedKindsAreReported() throws {
-        let (watcher, recorder) = try watch([.created, .removed])
-        defer { watcher.invalidate() }
+        try watch { try watchFolder(events: [.created, .removed], delegate: $0) }
         let file = directory.touch("a")
         directory.write("a", "x")
         chmod(file, 0o600)
         rename(file, directory.url("b"))
         unlink(directory.url("b"))
-        waitForDelivery(watcher)
-        XCTAssertEqual(
-            recorder.changes, [DirectoryChange(.created, file), DirectoryChange(.removed, directory.url("b"))])
+        XCTAssertEqual(delivered(), [DirectoryChange(.created, file), DirectoryChange(.removed, directory.url("b"))])
     }
 
     func testMovesAloneStillPairRenames() throws {
         let file = directory.touch("a")
-        let (watcher, recorder) = try watch(.moved)
-        defer { watcher.invalidate() }
+        try watch { try watchFolder(events: .moved, delegate: $0) }
         directory.write("a", "x")
         rename(file, directory.url("b"))
-        waitForDelivery(watcher)
-        XCTAssertEqual(recorder.changes, [DirectoryChange(.renamed, directory.url("b"), from: file)])
+        XCTAssertEqual(delivered(), [DirectoryChange(.renamed, directory.url("b"), from: file)])
     }
 
     func testTwoWatchersOfOneDirectoryFilterTheirOwn() throws {
-        let (writes, writeRecorder) = try watch(.modified)
-        defer { writes.invalidate() }
-        let (everything, allRecorder) = try watch(.default)
+        try watch { try watchFolder(events: .modified, delegate: $0) }
+        let allRecorder = Recorder()
+        let everything = try watchFolder(events: .default, delegate: allRecorder)
         defer { everything.invalidate() }
         let file = directory.touch("a")
         directory.write("a", "x")
-        waitForDelivery(writes)
         waitForDelivery(everything)
-        XCTAssertEqual(writeRecorder.changes, [DirectoryChange(.modified, file)])
+        XCTAssertEqual(delivered(), [DirectoryChange(.modified, file)])
         XCTAssertEqual(allRecorder.changes, [DirectoryChange(.created, file), DirectoryChange(.modified, file)])
     }
 
     func testOpensReadsAndClosesAreOffByDefault() throws {
         let file = directory.touch("a")
         directory.write("a", "contents")
-        let (watcher, recorder) = try watch(.default)
-        defer { watcher.invalidate() }
+        try watch { try watchFolder(events: .default, delegate: $0) }
         read(file)
-        waitForDelivery(watcher)
-        XCTAssertEqual(recorder.changes, [])
+        XCTAssertEqual(delivered(), [])
     }
 
     func testReadingAFile() throws {
         let file = directory.touch("a")
         directory.write("a", "contents")
-        let (watcher, recorder) = try watch(.all)
-        defer { watcher.invalidate() }
+        try watch { try watchFolder(events: .all, delegate: $0) }
         read(file)
-        waitForDelivery(watcher)
         XCTAssertEqual(
-            recorder.changes,
+            delivered(),
             [DirectoryChange(.opened, file), DirectoryChange(.accessed, file), DirectoryChange(.readerClosed, file)])
     }
 
     func testWritingAFileEndsWithWriterClosed() throws {
-        let (watcher, recorder) = try watch([.created, .modified, .writerClosed])
-        defer { watcher.invalidate() }
+        try watch { try watchFolder(events: [.created, .modified, .writerClosed], delegate: $0) }
         let file = directory.touch("a")
         directory.write("a", "contents")
-        waitForDelivery(watcher)
         XCTAssertEqual(
-            recorder.changes,
+            delivered(),
             [
                 DirectoryChange(.created, file), DirectoryChange(.writerClosed, file),
                 DirectoryChange(.modified, file), DirectoryChange(.writerClosed, file),
@@ -111,12 +88,10 @@ final class EventSelectionTests: XCTestCase {
     }
 
     func testListingTheWatchedDirectoryIsReportedOnItsOwnPath() throws {
-        let (watcher, recorder) = try watch([.opened, .readerClosed])
-        defer { watcher.invalidate() }
+        try watch { try watchFolder(events: [.opened, .readerClosed], delegate: $0) }
         _ = try FileManager.default.contentsOfDirectory(atPath: directory.path)
-        waitForDelivery(watcher)
         XCTAssertEqual(
-            recorder.changes,
+            delivered(),
             [
                 DirectoryChange(.opened, directory.path, directory: true),
                 DirectoryChange(.readerClosed, directory.path, directory: true),
@@ -125,14 +100,13 @@ final class EventSelectionTests: XCTestCase {
 
     func testAFileWatchWithSelectedEvents() throws {
         let file = directory.touch("a")
-        let recorder = Recorder()
-        let watcher = try DirectoryWatcher.watchFile(
-            path: file, options: DirectoryWatcher.Options(events: [.writerClosed]), delegate: recorder)
-        defer { watcher.invalidate() }
+        try watch {
+            try DirectoryWatcher.watchFile(
+                path: file, options: DirectoryWatcher.Options(events: [.writerClosed]), delegate: $0)
+        }
         XCTAssertEqual(watcher.options.events, [.writerClosed])
         directory.write("a", "contents")
         directory.touch("b")
-        waitForDelivery(watcher)
-        XCTAssertEqual(recorder.changes, [DirectoryChange(.writerClosed, file)])
+        XCTAssertEqual(delivered(), [DirectoryChange(.writerClosed, file)])
     }
 }

@@ -47,23 +47,14 @@ final class FileSystemPathTests: XCTestCase {
 
 final class SystemTests: XCTestCase {
     func testErrorsKeepFunctionAndErrno() {
-        var calls = SystemCalls.live
-        calls.eventfd = { _, _ in
-            Glibc.errno = EMFILE
-            return -1
-        }
-        XCTAssertThrowsError(try System(calls).eventFD()) { error in
+        XCTAssertThrowsError(try System(.live.failing(\.eventfd, errno: EMFILE)).eventFD()) { error in
             XCTAssertEqual(error as? SyscallError, SyscallError(function: "eventfd", errno: EMFILE))
             XCTAssertEqual("\(error)", "eventfd: Too many open files (EMFILE)")
         }
     }
 
     func testWouldBlockIsNotAnError() throws {
-        var calls = SystemCalls.live
-        calls.read = { _, _, _ in
-            Glibc.errno = EAGAIN
-            return -1
-        }
+        let calls = SystemCalls.live.failing(\.read, errno: EAGAIN)
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 16, alignment: 8)
         defer { buffer.deallocate() }
         XCTAssertNil(try System(calls).read(3, into: buffer))
@@ -71,13 +62,7 @@ final class SystemTests: XCTestCase {
 
     func testCloseInterruptedCountsAsClosed() {
         let attempts = LockedValue(0)
-        var calls = SystemCalls.live
-        calls.close = { _ in
-            attempts.update { $0 += 1 }
-            Glibc.errno = EINTR
-            return -1
-        }
-        System(calls).close(12345)
+        System(.live.failing(\.close, errno: EINTR, counting: attempts)).close(12345)
         XCTAssertEqual(attempts.get(), 1, "never retried: the descriptor is already released")
     }
 }

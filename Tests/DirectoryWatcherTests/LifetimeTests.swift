@@ -5,27 +5,15 @@ import XCTest
 @testable import DirectoryWatcher
 
 /// Invalidation, ownership and resource use: what an app ported from the sample relies on.
-final class LifetimeTests: XCTestCase {
-    private var directory: TemporaryDirectory!
-
-    override func setUp() {
-        directory = TemporaryDirectory()
-    }
-
-    override func tearDown() {
-        directory = nil
-    }
-
+final class LifetimeTests: WatchedDirectoryTestCase {
     func testInvalidateIsIdempotentAndStopsDelivery() throws {
-        let recorder = Recorder()
-        let watcher = try DirectoryWatcher.watchFolder(path: directory.path, delegate: recorder)
+        try watch { try DirectoryWatcher.watchFolder(path: directory.path, delegate: $0) }
         XCTAssertTrue(watcher.isValid)
         watcher.invalidate()
         watcher.invalidate()
         XCTAssertFalse(watcher.isValid)
         directory.touch("after")
-        waitForDelivery(watcher)
-        XCTAssertEqual(recorder.changes, [])
+        XCTAssertEqual(delivered(), [])
     }
 
     func testNoCallbackStartsAfterInvalidateReturns() throws {
@@ -60,14 +48,13 @@ final class LifetimeTests: XCTestCase {
     }
 
     func testInvalidateInsideTheCallbackDoesNotHang() throws {
-        let recorder = Recorder()
+        try watch { try DirectoryWatcher.watchFolder(path: directory.path, delegate: $0) }
         let called = expectation(description: "first batch")
         recorder.onBatch = { watcher, _ in
             watcher.invalidate()
             XCTAssertFalse(watcher.isValid)
             called.fulfill()
         }
-        let watcher = try DirectoryWatcher.watchFolder(path: directory.path, delegate: recorder)
         directory.touch("one")
         wait(for: [called], timeout: 10)
         directory.touch("two")

@@ -47,6 +47,16 @@ final class TemporaryDirectory: Sendable {
     }
 }
 
+/// A value shared between a test and callbacks on other threads.
+final class LockedValue<Value>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: Value
+    init(_ value: Value) { self.value = value }
+    func get() -> Value { lock.withLock { value } }
+    func set(_ newValue: Value) { lock.withLock { value = newValue } }
+    func update(_ body: (inout Value) -> Void) { lock.withLock { body(&value) } }
+}
+
 /// A delegate that records every batch, thread-safely, and can run a hook on each one.
 final class Recorder: DirectoryWatcherDelegate, @unchecked Sendable {
     private let lock = NSLock()

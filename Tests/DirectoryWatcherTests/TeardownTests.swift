@@ -7,17 +7,7 @@ import XCTest
 /// Teardown under fire: the loop stopping while other threads hand it work, watchers invalidated
 /// from each other's callbacks, async sequences ended while changes flow. Each test is bounded:
 /// a deadlock fails it through an expectation's timeout rather than hanging the suite.
-final class TeardownTests: XCTestCase {
-    private var directory: TemporaryDirectory!
-
-    override func setUp() {
-        directory = TemporaryDirectory()
-    }
-
-    override func tearDown() {
-        directory = nil
-    }
-
+final class TeardownTests: WatchedDirectoryTestCase {
     // MARK: - Descriptors the library no longer owns
 
     /// An app thread opens files while watchers come and go; the loop's eventfd, once closed, is

@@ -6,29 +6,13 @@ import XCTest
 
 /// `watchFile`: one file, watched by name through its directory, so that it survives being
 /// replaced. Checked through the barrier, like ChangeTests.
-final class WatchFileTests: XCTestCase {
-    private var directory: TemporaryDirectory!
-    private var recorder: Recorder!
-    private var watcher: DirectoryWatcher!
+final class WatchFileTests: WatchedDirectoryTestCase {
     private var file: String!
 
     override func setUpWithError() throws {
-        directory = TemporaryDirectory()
-        recorder = Recorder()
+        try super.setUpWithError()
         file = directory.touch("config.toml")
-        watcher = try DirectoryWatcher.watchFile(path: file, delegate: recorder)
-    }
-
-    override func tearDown() {
-        watcher?.invalidate()
-        watcher = nil
-        directory = nil
-    }
-
-    private func delivered() -> [DirectoryChange] {
-        waitForDelivery(watcher)
-        defer { recorder.reset() }
-        return recorder.changes
+        try watch { try DirectoryWatcher.watchFile(path: file, delegate: $0) }
     }
 
     func testReportsTheFileAndNothingElseInItsDirectory() {

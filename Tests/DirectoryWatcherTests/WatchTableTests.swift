@@ -63,12 +63,8 @@ final class WatchTableTests: XCTestCase {
     }
 
     func testFailedAddLeavesTheTableAlone() {
-        var calls = SystemCalls.live
-        calls.inotifyAddWatch = { _, _, _ in
-            Glibc.errno = ENOENT
-            return -1
-        }
-        var table = WatchTable<Subscriber>(inotifyFD: 99, system: System(calls))
+        var table = WatchTable<Subscriber>(
+            inotifyFD: 99, system: System(.live.failing(\.inotifyAddWatch, errno: ENOENT)))
         XCTAssertThrowsError(try table.add(Subscriber(), directory: "/missing", mask: InotifyMask.create)) { error in
             XCTAssertEqual(error as? SyscallError, SyscallError(function: "inotify_add_watch", errno: ENOENT))
         }

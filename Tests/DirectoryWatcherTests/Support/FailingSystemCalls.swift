@@ -1,0 +1,126 @@
+import Foundation
+
+@testable import DirectoryWatcher
+
+/// Injected failures: one entry of a ``SystemCalls`` table made to fail with an errno.
+///
+///     System(.live.failing(\.epollCreate1, errno: EMFILE))
+///     System(.live.failing(\.inotifyAddWatch, errno: EINTR, times: 3, counting: attempts))
+///
+/// - `times`: how many calls fail before the entry makes its call again (the `EINTR` retry
+///   tests); every call by default.
+/// - `counting`: counts every call of the entry, failed or made.
+/// - `when`: fails only the calls it accepts (those on one path, say); the others are made.
+///
+/// A failure follows the entry's convention: `errno` is set and -1 returned (nil for `getcwd`),
+/// except `pthreadCreate`, which returns the error number and leaves `errno` alone. A call that
+/// does not fail goes to the entry of the table `failing` was called on, so failures chain.
+extension SystemCalls {
+    func failing<A, Result: InjectableResult>(
+        _ call: WritableKeyPath<SystemCalls, @Sendable (A) -> Result>, errno code: Int32, times: Int = .max,
+        counting calls: LockedValue<Int>? = nil, when shouldFail: @escaping @Sendable (A) -> Bool = { _ in true }
+    ) -> SystemCalls {
+        let injection = Injection(call, errno: code, times: times, calls: calls)
+        let original = self[keyPath: call]
+        var table = self
+        table[keyPath: call] = { a in injection.call(failing: shouldFail(a)) { original(a) } }
+        return table
+    }
+
+    func failing<A, B, Result: InjectableResult>(
+        _ call: WritableKeyPath<SystemCalls, @Sendable (A, B) -> Result>, errno code: Int32, times: Int = .max,
+        counting calls: LockedValue<Int>? = nil,
+        when shouldFail: @escaping @Sendable (A, B) -> Bool = { _, _ in true }
+    ) -> SystemCalls {
+        let injection = Injection(call, errno: code, times: times, calls: calls)
+        let original = self[keyPath: call]
+        var table = self
+        table[keyPath: call] = { a, b in injection.call(failing: shouldFail(a, b)) { original(a, b) } }
+        return table
+    }
+
+    func failing<A, B, C, Result: InjectableResult>(
+        _ call: WritableKeyPath<SystemCalls, @Sendable (A, B, C) -> Result>, errno code: Int32, times: Int = .max,
+        counting calls: LockedValue<Int>? = nil,
+        when shouldFail: @escaping @Sendable (A, B, C) -> Bool = { _, _, _ in true }
+    ) -> SystemCalls {
+        let injection = Injection(call, errno: code, times: times, calls: calls)
+        let original = self[keyPath: call]
+        var table = self
+        table[keyPath: call] = { a, b, c in injection.call(failing: shouldFail(a, b, c)) { original(a, b, c) } }
+        return table
+    }
+
+    func failing<A, B, C, D, E, Result: InjectableResult>(
+        _ call: WritableKeyPath<SystemCalls, @Sendable (A, B, C, D, E) -> Result>, errno code: Int32,
+        times: Int = .max, counting calls: LockedValue<Int>? = nil,
+        when shouldFail: @escaping @Sendable (A, B, C, D, E) -> Bool = { _, _, _, _, _ in true }
+    ) -> SystemCalls {
+        let injection = Injection(call, errno: code, times: times, calls: calls)
+        let original = self[keyPath: call]
+        var table = self
+        table[keyPath: call] = { a, b, c, d, e in
+            injection.call(failing: shouldFail(a, b, c, d, e)) { original(a, b, c, d, e) }
+        }
+        return table
+    }
+}
+
+/// What a raw call returns when it fails with `code`, having set `errno`.
+protocol InjectableResult: SendableMetatype {
+    static func failure(_ code: Int32) -> Self
+}
+
+extension Int32: InjectableResult {
+    static func failure(_ code: Int32) -> Int32 {
+        Glibc.errno = code
+        return -1
+    }
+}
+
+extension Int: InjectableResult {
+    static func failure(_ code: Int32) -> Int {
+        Glibc.errno = code
+        return -1
+    }
+}
+
+extension Optional: InjectableResult where Wrapped == UnsafeMutablePointer<CChar> {
+    static func failure(_ code: Int32) -> Self {
+        Glibc.errno = code
+        return nil
+    }
+}
+
+/// One injected failure's state, shared by every call of its entry, from any thread.
+private final class Injection: @unchecked Sendable {
+    private let code: Int32
+    private let times: Int
+    private let calls: LockedValue<Int>?
+    /// `pthread_create` returns the error number instead of setting `errno`.
+    private let returnsErrorNumber: Bool
+    private let lock = NSLock()
+    private var failures = 0
+
+    init(_ call: AnyKeyPath, errno code: Int32, times: Int, calls: LockedValue<Int>?) {
+        self.code = code
+        self.times = times
+        self.calls = calls
+        returnsErrorNumber = call == \SystemCalls.pthreadCreate
+    }
+
+    /// Fails this call if `failing` and fewer than `times` calls have failed; otherwise makes it.
+    func call<Result: InjectableResult>(failing: Bool, _ original: () -> Result) -> Result {
+        calls?.update { $0 += 1 }
+        let fails =
+            failing
+            && lock.withLock {
+                guard failures < times else { return false }
+                failures += 1
+                return true
+            }
+        guard fails else { return original() }
+        if returnsErrorNumber, let number = code as? Result { return number }
+        return .failure(code)
+    }
+}
