@@ -75,16 +75,12 @@ final class DeliveryTests: WatchedDirectoryTestCase {
         let inside = DispatchSemaphore(value: 0)
         let release = DispatchSemaphore(value: 0)
         let finished = LockedValue(false)
-        let recorder = Recorder()
-        let first = LockedValue(true)
-        recorder.onBatch = { _, _ in
-            guard first.get() else { return }
-            first.set(false)
+        try watch { try DirectoryWatcher.watchFolder(path: directory.path, options: onLoop, delegate: $0) }
+        recorder.onFirstBatch { _, _ in
             inside.signal()
             release.wait()
             finished.set(true)
         }
-        let watcher = try DirectoryWatcher.watchFolder(path: directory.path, options: onLoop, delegate: recorder)
         directory.touch("slow")
         inside.wait()
         DispatchQueue.global().async { release.signal() }

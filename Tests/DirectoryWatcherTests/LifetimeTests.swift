@@ -183,10 +183,7 @@ final class LifetimeTests: WatchedDirectoryTestCase {
         let release = DispatchSemaphore(value: 0)
         let slowStarted = expectation(description: "slow delegate is inside its callback")
         let slow = Recorder()
-        let isFirst = LockedValue(true)
-        slow.onBatch = { _, _ in
-            guard isFirst.get() else { return }
-            isFirst.set(false)
+        slow.onFirstBatch { _, _ in
             slowStarted.fulfill()
             release.wait()
         }

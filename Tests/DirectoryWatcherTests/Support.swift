@@ -72,6 +72,16 @@ final class Recorder: DirectoryWatcherDelegate, @unchecked Sendable {
         set { lock.withLock { batchHook = newValue } }
     }
 
+    /// Sets ``onBatch`` to run `body` on the first batch only; later batches are just recorded.
+    func onFirstBatch(_ body: @escaping @Sendable (DirectoryWatcher, [DirectoryChange]) -> Void) {
+        let first = LockedValue(true)
+        onBatch = { watcher, changes in
+            guard first.get() else { return }
+            first.set(false)
+            body(watcher, changes)
+        }
+    }
+
     var changes: [DirectoryChange] { lock.withLock { recorded } }
     var batches: Int { lock.withLock { batchCount } }
     var didChangeCount: Int { lock.withLock { didChangeCalls } }

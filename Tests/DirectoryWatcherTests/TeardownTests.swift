@@ -129,10 +129,7 @@ final class TeardownTests: WatchedDirectoryTestCase {
         let met = LockedValue(0)
         func delegate(index: Int, mine: DispatchSemaphore, theirs: DispatchSemaphore) -> Recorder {
             let recorder = Recorder()
-            let first = LockedValue(true)
-            recorder.onBatch = { _, _ in
-                guard first.get() else { return }
-                first.set(false)
+            recorder.onFirstBatch { _, _ in
                 // Meet inside both callbacks, so each invalidation finds the other one running.
                 mine.signal()
                 if theirs.wait(timeout: .now() + 10) == .success { met.update { $0 += 1 } }
@@ -207,10 +204,7 @@ final class TeardownTests: WatchedDirectoryTestCase {
         let release = DispatchSemaphore(value: 0)
         let finished = LockedValue(false)
         let recorder = Recorder()
-        let first = LockedValue(true)
-        recorder.onBatch = { _, _ in
-            guard first.get() else { return }
-            first.set(false)
+        recorder.onFirstBatch { _, _ in
             inside.fulfill()
             release.wait()
             finished.set(true)
@@ -239,10 +233,7 @@ final class TeardownTests: WatchedDirectoryTestCase {
         let release = DispatchSemaphore(value: 0)
         let finished = LockedValue(false)
         let recorderB = Recorder()
-        let first = LockedValue(true)
-        recorderB.onBatch = { _, _ in
-            guard first.get() else { return }
-            first.set(false)
+        recorderB.onFirstBatch { _, _ in
             inside.fulfill()
             release.wait()
             finished.set(true)
@@ -253,10 +244,7 @@ final class TeardownTests: WatchedDirectoryTestCase {
         wait(for: [inside], timeout: 10)
         let completedAfter = expectation(description: "barrier completion")
         let recorderA = Recorder()
-        let once = LockedValue(true)
-        recorderA.onBatch = { _, _ in
-            guard once.get() else { return }
-            once.set(false)
+        recorderA.onFirstBatch { _, _ in
             b.invalidate()  // inside A's callback: returns at once
             b.barrier {
                 XCTAssertTrue(finished.get(), "the completion ran before B's callback finished")
