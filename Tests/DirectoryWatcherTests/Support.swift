@@ -122,11 +122,13 @@ extension DirectoryChange {
 
 /// Counts of this process's resources, from /proc.
 enum ProcessResources {
-    /// How many descriptors this process has open, not counting Dispatch's own brief reads.
+    /// How many descriptors this process has open, not counting Dispatch's own.
     ///
-    /// Once a second, while a root queue has work, libdispatch's pool monitor opens
-    /// `/proc/<tid>/stat` of each worker and closes it again; a count taken at that moment would
-    /// see one more. The library never opens such a file, so those are left out, as ``threads()``
+    /// libdispatch opens two kinds on its own schedule: once a second, while a root queue has
+    /// work, its pool monitor opens `/proc/<tid>/stat` of each worker and closes it again; and
+    /// its event loop creates a timerfd per clock the first time a timer of that clock is armed
+    /// (its pool monitor arms one when the first worker starts), which can fall between two counts
+    /// in a fresh process. The library opens neither kind, so both are left out, as ``threads()``
     /// leaves out Dispatch's workers.
     static func openDescriptors() -> Int {
         descriptorTargets().count
@@ -142,7 +144,7 @@ enum ProcessResources {
             // Gone already: the directory listing's own descriptor, or a brief one of Dispatch's.
             guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + name)
             else { continue }
-            if isDispatchMonitorRead(target) { continue }
+            if isDispatchMonitorRead(target) || target == "anon_inode:[timerfd]" { continue }
             targets[fd] = target
         }
         return targets

@@ -190,41 +190,33 @@ public final class DirectoryWatcher: @unchecked Sendable {
         path: String, options: Options = Options(), watchesFile: Bool = false, delegate: any DirectoryWatcherDelegate,
         retainingDelegate: Bool = false, queue: DispatchQueue?, loop: EventLoop? = nil
     ) throws(DirectoryWatcherError) -> DirectoryWatcher {
+        // Before a loop is started for nothing.
         guard !path.isEmpty else { throw DirectoryWatcherError(code: .emptyPath, path: path) }
         let lease: LoopLease
-        let absolute: FileSystemPath
         do throws(SyscallError) {
             if let loop {
                 lease = LoopLease(dedicated: loop)
             } else {
                 lease = LoopLease(shared: try SharedEventLoop.acquire())
             }
-            let given = FileSystemPath(path)
-            if given.isAbsolute {
-                absolute = FileSystemPath.absolute(given, currentDirectory: "/")
-            } else {
-                do throws(SyscallError) {
-                    absolute = FileSystemPath.absolute(
-                        given, currentDirectory: try lease.loop.system.currentDirectory())
-                } catch {
-                    lease.release()
-                    throw error
-                }
-            }
         } catch {
             throw DirectoryWatcherError(error, path: path)
         }
-        var root = absolute
+        let absolute: FileSystemPath
+        var root: FileSystemPath
         var entry: WatchedEntry?
-        if watchesFile {
-            do throws(SyscallError) {
-                let (directory, name) = try resolveEntry(absolute, system: lease.loop.system)
+        do throws(DirectoryWatcherError) {
+            let resolution = PathResolution(system: lease.loop.system)
+            absolute = try resolution.absolute(path)
+            root = absolute
+            if watchesFile {
+                let (directory, name) = try resolution.fileEntry(absolute, given: path)
                 root = directory
                 entry = WatchedEntry(name: name, path: absolute)
-            } catch {
-                lease.release()
-                throw DirectoryWatcherError(error, path: path)
             }
+        } catch {
+            lease.release()
+            throw error
         }
         let label = "DirectoryWatcher \(absolute)"
         let deliveryQueue: DispatchQueue?
@@ -249,31 +241,10 @@ public final class DirectoryWatcher: @unchecked Sendable {
             watcher.invalidate()
             throw DirectoryWatcherError(failure, path: path)
         case nil:
-            // Only a dedicated loop that its owner already shut down gets here.
-            watcher.invalidate()
-            throw DirectoryWatcherError(SyscallError(function: "inotify_add_watch", errno: EBADF), path: path)
+            // The lease keeps a shared loop running; only a loop made for a test and already shut
+            // down by it refuses the task.
+            preconditionFailure("a watcher was made on an event loop that had been shut down")
         }
-    }
-
-    /// The directory and the entry name a file watch of `path` follows: a symbolic link at the
-    /// end of the path is followed (relative targets from the link's directory), up to the
-    /// kernel's 40 links.
-    static func resolveEntry(
-        _ path: FileSystemPath, system: System
-    ) throws(SyscallError) -> (directory: FileSystemPath, name: [UInt8]) {
-        var current = path
-        for _ in 0...40 {
-            let name = current.lastComponent.bytes
-            // "/" has no name in a directory; ".." is the parent itself, never an entry.
-            guard !name.isEmpty, name != Array("..".utf8) else {
-                throw SyscallError(function: "watchFile", errno: EISDIR)
-            }
-            guard let target = try system.symbolicLinkTarget(current) else {
-                return (current.parent, name)
-            }
-            current = FileSystemPath.absolute(target, currentDirectory: current.parent)
-        }
-        throw SyscallError(function: "readlink", errno: ELOOP)
     }
 
     /// Stops watching. Idempotent, and safe from any thread, inside any watcher's callback too.

@@ -14,6 +14,9 @@ public struct DirectoryWatcherError: Error, Hashable, Sendable, CustomStringConv
     public enum Code: Hashable, Sendable {
         /// The path was the empty string.
         case emptyPath
+        /// A file watch was asked of a path that names no entry of a directory: `/`, or a path
+        /// ending in `..`.
+        case notAnEntry
         /// Nothing exists at the path, or a component of it is missing (`ENOENT`).
         case noSuchPath
         /// The path, or a component of it, is not a directory (`ENOTDIR`).
@@ -41,9 +44,11 @@ public struct DirectoryWatcherError: Error, Hashable, Sendable, CustomStringConv
     public let code: Code
     /// The path as the caller gave it.
     public let path: String
-    /// The system call that failed, for example `inotify_add_watch`; nil for ``Code/emptyPath``.
+    /// The system call that failed, for example `inotify_add_watch`; nil when none did
+    /// (``Code/emptyPath``, ``Code/notAnEntry``, and a chain of symbolic links longer than the
+    /// kernel follows, found while resolving a file watch).
     public let function: String?
-    /// The `errno` value behind the error; nil for ``Code/emptyPath``.
+    /// The `errno` value behind the error; nil for ``Code/emptyPath`` and ``Code/notAnEntry``.
     public let errno: Int32?
 
     public init(code: Code, path: String, function: String? = nil, errno: Int32? = nil) {
@@ -51,23 +56,6 @@ public struct DirectoryWatcherError: Error, Hashable, Sendable, CustomStringConv
         self.path = path
         self.function = function
         self.errno = errno
-    }
-
-    init(_ error: SyscallError, path: String) {
-        let code: Code
-        switch (error.errno, error.function) {
-        case (ENOENT, _): code = .noSuchPath
-        case (ENOTDIR, _): code = .notADirectory
-        case (EACCES, _), (EPERM, _): code = .permissionDenied
-        case (ENAMETOOLONG, _): code = .nameTooLong
-        case (ELOOP, _): code = .symbolicLinkLoop
-        case (ENOSPC, "inotify_add_watch"): code = .watchLimitReached
-        case (EMFILE, "inotify_init1"): code = .instanceLimitReached
-        case (EMFILE, _), (ENFILE, _): code = .descriptorLimitReached
-        case (ENOMEM, _): code = .outOfMemory
-        default: code = .other(errno: error.errno)
-        }
-        self.init(code: code, path: path, function: error.function, errno: error.errno)
     }
 
     /// What went wrong and what to do, naming the path.
@@ -78,6 +66,7 @@ public struct DirectoryWatcherError: Error, Hashable, Sendable, CustomStringConv
     private var reason: String {
         switch code {
         case .emptyPath: return "the path is empty; pass a directory such as \".\""
+        case .notAnEntry: return "not a file in a directory (a file watch needs a path such as \"dir/name\")"
         case .noSuchPath: return "no such file or directory"
         case .notADirectory: return "not a directory (a path component, or the path itself, is a file)"
         case .permissionDenied: return "permission denied; the directory must be readable and searchable"
@@ -92,9 +81,23 @@ public struct DirectoryWatcherError: Error, Hashable, Sendable, CustomStringConv
         case .descriptorLimitReached:
             return "too many open files; close some or raise the limit (ulimit -n)"
         case .outOfMemory: return "the kernel is out of memory"
-        case .other(let code): return "\(function ?? "system call") failed: \(SyscallError.describe(code))"
+        case .other(let code): return "\(function ?? "system call") failed: \(Self.describe(errno: code))"
         }
     }
+
+    /// `strerror` text with the symbolic name, for example `No such file or directory (ENOENT)`.
+    static func describe(errno code: Int32) -> String {
+        let text = String(cString: strerror(code))
+        if let name = symbolicNames[code] { return "\(text) (\(name))" }
+        return "\(text) (errno \(code))"
+    }
+
+    private static let symbolicNames: [Int32: String] = [
+        EPERM: "EPERM", ENOENT: "ENOENT", EINTR: "EINTR", EIO: "EIO", EBADF: "EBADF", EAGAIN: "EAGAIN",
+        ENOMEM: "ENOMEM", EACCES: "EACCES", EFAULT: "EFAULT", EEXIST: "EEXIST", ENOTDIR: "ENOTDIR",
+        EINVAL: "EINVAL", ENFILE: "ENFILE", EMFILE: "EMFILE", ENOSPC: "ENOSPC", ENAMETOOLONG: "ENAMETOOLONG",
+        ELOOP: "ELOOP", EROFS: "EROFS", EISDIR: "EISDIR", ENOSYS: "ENOSYS",
+    ]
 
     /// The path in quotes, with control characters escaped so a message stays on one line.
     private func quoted(_ text: String) -> String {

@@ -13,15 +13,6 @@ struct SyscallError: Error, Equatable, CustomStringConvertible {
 
     /// `strerror` text with the symbolic name, for example `No such file or directory (ENOENT)`.
     static func describe(_ code: Int32) -> String {
-        let text = String(cString: strerror(code))
-        if let name = symbolicNames[code] { return "\(text) (\(name))" }
-        return "\(text) (errno \(code))"
+        DirectoryWatcherError.describe(errno: code)
     }
-
-    private static let symbolicNames: [Int32: String] = [
-        EPERM: "EPERM", ENOENT: "ENOENT", EINTR: "EINTR", EIO: "EIO", EBADF: "EBADF", EAGAIN: "EAGAIN",
-        ENOMEM: "ENOMEM", EACCES: "EACCES", EFAULT: "EFAULT", EEXIST: "EEXIST", ENOTDIR: "ENOTDIR",
-        EINVAL: "EINVAL", ENFILE: "ENFILE", EMFILE: "EMFILE", ENOSPC: "ENOSPC", ENAMETOOLONG: "ENAMETOOLONG",
-        ELOOP: "ELOOP", EROFS: "EROFS",
-    ]
 }

@@ -1,0 +1,23 @@
+import Glibc
+
+extension DirectoryWatcherError {
+    /// The public error for a failed system call, naming the path the caller gave. Which `errno`
+    /// means what depends on the call: `ENOSPC` from `inotify_add_watch` is the watch limit, not
+    /// a full disk; `EMFILE` from `inotify_init1` is the instance limit.
+    init(_ error: SyscallError, path: String) {
+        let code: Code
+        switch (error.errno, error.function) {
+        case (ENOENT, _): code = .noSuchPath
+        case (ENOTDIR, _): code = .notADirectory
+        case (EACCES, _), (EPERM, _): code = .permissionDenied
+        case (ENAMETOOLONG, _): code = .nameTooLong
+        case (ELOOP, _): code = .symbolicLinkLoop
+        case (ENOSPC, "inotify_add_watch"): code = .watchLimitReached
+        case (EMFILE, "inotify_init1"): code = .instanceLimitReached
+        case (EMFILE, _), (ENFILE, _): code = .descriptorLimitReached
+        case (ENOMEM, _): code = .outOfMemory
+        default: code = .other(errno: error.errno)
+        }
+        self.init(code: code, path: path, function: error.function, errno: error.errno)
+    }
+}
