@@ -200,57 +200,41 @@ final class TeardownTests: WatchedDirectoryTestCase {
     /// From outside callbacks, invalidate() still waits for a callback in progress: when it
     /// returns, that callback has finished.
     func testInvalidateFromOutsideWaitsForTheRunningCallback() throws {
-        let inside = expectation(description: "callback started")
-        let release = DispatchSemaphore(value: 0)
-        let finished = LockedValue(false)
-        let recorder = Recorder()
-        recorder.onFirstBatch { _, _ in
-            inside.fulfill()
-            release.wait()
-            finished.set(true)
-        }
+        let blocked = BlockedFirstCallback(expectation(description: "callback started"))
         // Another watcher keeps the loop, so invalidate() has no loop thread to join: only the
         // wait for the callback can hold it up.
         let keeper = try DirectoryWatcher.watchFolder(path: directory.path) { _ in }
         defer { keeper.invalidate() }
-        let watcher = try DirectoryWatcher.watchFolder(path: directory.path, delegate: recorder)
+        let watcher = try DirectoryWatcher.watchFolder(path: directory.path, delegate: blocked.recorder)
         directory.touch("slow")
-        wait(for: [inside], timeout: 10)
+        wait(for: [blocked.started], timeout: 10)
         // Release the callback only once invalidate() has closed the gate, so it is running
         // while invalidate() decides whether to wait.
         Thread {
             while watcher.isValid { sched_yield() }
-            release.signal()
+            blocked.release.signal()
         }.start()
         watcher.invalidate()
-        XCTAssertTrue(finished.get(), "invalidate() returned while the callback was still running")
+        XCTAssertTrue(blocked.finished.get(), "invalidate() returned while the callback was still running")
     }
 
     /// A barrier after an invalidation made inside another callback completes only once the
     /// invalidated watcher's running callback has finished.
     func testBarrierAfterANonWaitingInvalidateRunsBehindTheRunningCallback() throws {
-        let inside = expectation(description: "B's callback started")
-        let release = DispatchSemaphore(value: 0)
-        let finished = LockedValue(false)
-        let recorderB = Recorder()
-        recorderB.onFirstBatch { _, _ in
-            inside.fulfill()
-            release.wait()
-            finished.set(true)
-        }
+        let blocked = BlockedFirstCallback(expectation(description: "B's callback started"))
         let other = TemporaryDirectory()
-        let b = try DirectoryWatcher.watchFolder(path: directory.path, delegate: recorderB)
+        let b = try DirectoryWatcher.watchFolder(path: directory.path, delegate: blocked.recorder)
         directory.touch("b")
-        wait(for: [inside], timeout: 10)
+        wait(for: [blocked.started], timeout: 10)
         let completedAfter = expectation(description: "barrier completion")
         let recorderA = Recorder()
         recorderA.onFirstBatch { _, _ in
             b.invalidate()  // inside A's callback: returns at once
             b.barrier {
-                XCTAssertTrue(finished.get(), "the completion ran before B's callback finished")
+                XCTAssertTrue(blocked.finished.get(), "the completion ran before B's callback finished")
                 completedAfter.fulfill()
             }
-            release.signal()
+            blocked.release.signal()
         }
         let a = try DirectoryWatcher.watchFolder(path: other.path, delegate: recorderA)
         defer { a.invalidate() }
@@ -522,5 +506,24 @@ final class Writer: Sendable {
         stopped.set(true)
         exited.wait()
         pacer.invalidate()
+    }
+}
+
+/// A recorder whose first callback signals `started`, then blocks until `release` is signalled,
+/// then sets `finished`: a callback caught in progress.
+final class BlockedFirstCallback: Sendable {
+    let recorder = Recorder()
+    let started: XCTestExpectation
+    let release = DispatchSemaphore(value: 0)
+    let finished = LockedValue(false)
+
+    init(_ started: XCTestExpectation) {
+        self.started = started
+        let (release, finished) = (release, finished)
+        recorder.onFirstBatch { _, _ in
+            started.fulfill()
+            release.wait()
+            finished.set(true)
+        }
     }
 }
