@@ -41,3 +41,13 @@ int cdw_callback_depth(void) {
 void cdw_callback_depth_add(int delta) {
     callback_depth += delta;
 }
+
+static _Thread_local uint64_t leader_phase;
+
+uint64_t cdw_leader_phase(void) {
+    return leader_phase;
+}
+
+void cdw_set_leader_phase(uint64_t phase) {
+    leader_phase = phase;
+}

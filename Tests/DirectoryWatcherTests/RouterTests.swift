@@ -3,7 +3,8 @@ import XCTest
 @testable import DirectoryWatcher
 
 /// The router without a thread or a kernel: events go in as the loop would read them, batches
-/// come out to receivers called at once (subscriptions without a queue deliver synchronously).
+/// come out to receivers when the test drains the mailboxes the router scheduled, as the loop does
+/// after each wake-up.
 final class RouterTests: XCTestCase {
     private var kernel: FakeKernel!
     private var barrierWrites = 0
@@ -24,7 +25,8 @@ final class RouterTests: XCTestCase {
         _ root: FileSystemPath, events: DirectoryWatcher.Events = DirectoryWatcher.Options().events,
         entry: WatchedEntry? = nil
     ) throws -> (Subscription, BatchRecorder) {
-        let subscription = Subscription(root: root, mask: events.inotifyMask, entry: entry, queue: nil)
+        let subscription = Subscription(
+            root: root, mask: events.inotifyMask, entry: entry, target: .mailbox(Mailbox(mayBlock: true)))
         let recorder = BatchRecorder()
         subscription.receiver = recorder
         if let failure = router.subscribe(subscription) { throw failure }
@@ -38,6 +40,12 @@ final class RouterTests: XCTestCase {
         for event in events { router.receive(event, now: now) }
         router.expire(now: now)
         router.finishWakeUp(queueDrained: drained)
+        deliver()
+    }
+
+    /// Runs what the router scheduled, as the loop's leader does.
+    private func deliver() {
+        for mailbox in router.takeReady() { mailbox.drain() }
     }
 
     func testEventsReachOnlyTheWatchersOfTheirDirectory() throws {
@@ -95,7 +103,7 @@ final class RouterTests: XCTestCase {
         read([InotifyEvent(wd: descriptor, mask: InotifyMask.deleteSelf)])
         XCTAssertEqual(d.batches, [[DirectoryChange(.rootRemoved, "/d", directory: true)]])
         XCTAssertEqual(d.rootsGone, 1)
-        XCTAssertTrue(subscription.isEnded)
+        XCTAssertTrue(subscription.loop.isEnded)
         XCTAssertEqual(kernel.calls.get().last, "rm \(descriptor)")
         read([InotifyEvent(wd: descriptor, mask: InotifyMask.create, name: Array("late".utf8))])
         XCTAssertEqual(d.batches.count, 1, "nothing after the end")
@@ -113,6 +121,7 @@ final class RouterTests: XCTestCase {
         let order = LockedValue<[String]>([])
         dRecorder.onBatch = { order.update { $0.append("batch") } }
         router.requestBarrier(for: d) { order.update { $0.append("barrier") } }
+        deliver()
         XCTAssertEqual(barrierWrites, 1)
         read([InotifyEvent(wd: -1, mask: InotifyMask.queueOverflow)], drained: false)
         XCTAssertEqual(dRecorder.batches, [[DirectoryChange(.overflow, "/d", directory: true)]])
@@ -126,6 +135,7 @@ final class RouterTests: XCTestCase {
         recorder.onBatch = { order.update { $0.append("batch") } }
         router.requestBarrier(for: d) { order.update { $0.append("first") } }
         router.requestBarrier(for: d) { order.update { $0.append("second") } }
+        deliver()
         XCTAssertEqual(barrierWrites, 1, "one write in flight at a time")
         read([
             InotifyEvent(wd: wd("/d"), mask: InotifyMask.create, name: Array("a".utf8)),
@@ -145,6 +155,7 @@ final class RouterTests: XCTestCase {
         let completed = LockedValue(0)
         router.requestBarrier(for: d) { completed.update { $0 += 1 } }
         router.requestBarrier(for: d) { completed.update { $0 += 1 } }
+        deliver()
         XCTAssertEqual(completed.get(), 2)
     }
 
@@ -165,6 +176,7 @@ final class RouterTests: XCTestCase {
         router.receive(InotifyEvent(wd: descriptor, mask: InotifyMask.create, name: Array("a".utf8)), now: 0)
         router.unsubscribe(d)
         router.finishWakeUp(queueDrained: true)
+        deliver()
         XCTAssertEqual(recorder.batches, [])
         XCTAssertEqual(kernel.calls.get().last, "rm \(descriptor)")
     }
@@ -174,7 +186,9 @@ final class RouterTests: XCTestCase {
         let completed = LockedValue(0)
         router.requestBarrier(for: d) { completed.update { $0 += 1 } }
         router.requestBarrier(for: d) { completed.update { $0 += 1 } }
+        deliver()
         router.tearDown()
+        deliver()
         XCTAssertEqual(completed.get(), 2)
     }
 }

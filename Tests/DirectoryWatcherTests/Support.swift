@@ -179,14 +179,12 @@ enum ProcessResources {
         }.count
     }
 
-    /// Threads of this library: the event loop names its thread `EventLoop.threadName`. Dispatch's worker pool grows and shrinks on its own, so tests that
-    /// run callbacks count these.
+    /// Threads of this library: those the loops have started and that have not finished. (Their
+    /// name is not enough: a Dispatch worker that a loop thread starts carries the loop's name
+    /// until it sets its own.) A loop that was stopped has joined its threads, except one still in
+    /// a callback, which is counted until it finishes.
     static func loopThreads() -> Int {
-        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
-        return tasks.filter { task in
-            let name = (try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8)) ?? ""
-            return name.trimmingCharacters(in: .newlines) == EventLoop.threadName
-        }.count
+        LoopThreads.running.count
     }
 
     /// Descriptors that are inotify instances.

@@ -24,6 +24,11 @@ void cdw_set_thread_name(const char *name);
 int cdw_callback_depth(void);
 /// Adds `delta` (1 on entry, -1 on exit) to the calling thread's callback depth.
 void cdw_callback_depth_add(int delta);
+/// The calling thread's view of its loop's leadership phase (see EventLoop/Leadership.swift): the
+/// phase it stored on entering a callback as leader, or UINT64_MAX once it was deposed. Per thread,
+/// so a deposed leader can never act on the phase its successor stored.
+uint64_t cdw_leader_phase(void);
+void cdw_set_leader_phase(uint64_t phase);
 /// The process environment (`environ`), which Swift 6 cannot read as a global variable.
 char *const *cdw_environ(void);
 

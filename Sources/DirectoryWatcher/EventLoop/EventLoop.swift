@@ -1,28 +1,28 @@
 import CDirectoryWatcherShims
 import Dispatch
 import Glibc
-import Synchronization
 
-/// One thread blocked in `epoll_wait` over one inotify descriptor, serving many watchers.
+/// Threads blocked in `epoll_wait` over one inotify descriptor, serving many watchers.
 ///
-/// The loop does the loop: the thread, `epoll_wait`, the eventfd inbox, reading the kernel queue,
-/// and the rename-pairing timer. What the events mean and whom they reach is the ``Router``'s.
+/// The loop does the loop: `epoll_wait`, the task inbox, reading the kernel queue, the
+/// rename-pairing timer, and running the watchers' callbacks. What the events mean and whom they
+/// reach is the ``Router``'s; who leads is ``Leadership``'s; the threads are ``LoopThreads``'.
 ///
-/// The thread sleeps with no timeout while nothing is pending, so an idle process wakes up zero
+/// One thread leads at a time: it reads, routes, and runs the callbacks that the router scheduled
+/// in mailboxes, itself, with no hand-off to another thread. Before a callback that may block
+/// (``DirectoryWatcher/Delivery/automatic``), it makes sure a standby thread is awake; when a
+/// callback runs past a tick, the standby takes the lead and reads on, so a slow callback delays
+/// its own watcher only (Architecture.md, "Delivery"). Between callbacks the leader reads the
+/// kernel queue again every ``readingSlice``, so many short callbacks cannot hold it back either.
+///
+/// The leader sleeps with no timeout while nothing is pending, so an idle process wakes up zero
 /// times a second. It wakes for three reasons: the inotify descriptor is readable, the eventfd
-/// was signalled (a task from another thread: subscribe, unsubscribe, barrier, shutdown), or a
-/// `MOVED_FROM` waiting for its partner reached its deadline.
+/// was signalled (a task: subscribe, unsubscribe, barrier, shutdown), or a `MOVED_FROM` waiting for
+/// its partner reached its deadline.
 ///
-/// Ownership: the router and the fields marked "loop thread only" are touched by ``run()`` and by
-/// tasks, which run on the loop thread; ``execute(_:)`` is the only way in from other threads.
-///
-/// Lifetime (Architecture.md, "Lifetimes"): the descriptors are closed by the loop thread as it
-/// exits, after it has moved ``Life`` to `.closed` under the lock. Every write to the eventfd is
-/// made under the same lock while the loop is not closed, so no thread can write into a
-/// descriptor number the loop has closed and the app may since have been given for a file.
+/// Ownership: the router, the ready mailboxes and the buffers are the leader's; ``execute(_:)`` is
+/// the only way in from other threads. The descriptors are closed by the leader as it exits.
 final class EventLoop: @unchecked Sendable {
-    typealias Task = @Sendable (EventLoop) -> Void
-
     private enum Token {
         static let inotify: UInt64 = 1
         static let wake: UInt64 = 2
@@ -32,42 +32,36 @@ final class EventLoop: @unchecked Sendable {
     static let readBufferSize = 64 * 1024
     /// Reads per wake-up before tasks get a turn; epoll is level-triggered, so the rest waits.
     private static let readsPerWakeUp = 16
+    /// Callbacks run for at most this long before the leader reads the kernel queue again.
+    static let readingSlice: UInt64 = 2_000_000
 
-    /// The thread's name in `ps -L`, `top -H` and debuggers (the kernel keeps 15 bytes).
+    /// The loop's threads' name in `ps -L`, `top -H` and debuggers (the kernel keeps 15 bytes).
     static let threadName = "DirWatcher loop"
-    /// The loop thread's name once its loop has ended and it is about to exit.
+    /// A loop thread's name once it is about to exit.
     static let exitingThreadName = "DirWatcher exit"
 
     let system: System
     private let clock: @Sendable () -> UInt64
+    private let inbox: TaskInbox
+    private let leadership = Leadership()
+    private let threads = LoopThreads()
 
-    // Set in init; closed by the loop thread as it exits.
+    // Set in init; closed by the leader as the loop stops.
     let inotifyFD: Int32
     private let epollFD: Int32
-    private let wakeFD: Int32
     private let barrierFD: Int32
-    private let barrierWD: Int32
 
-    /// The loop's life: `.open` takes tasks; `.stopping` (``shutdown()`` was called) takes none
-    /// and the stop task is in the inbox; `.closed`, the loop thread is closing the descriptors.
-    private enum Life { case open, stopping, closed }
-
-    // Any thread, under `lock`. (A pthread mutex rather than `Synchronization.Mutex`, whose
-    // futex calls ThreadSanitizer cannot see.)
-    private let lock = Lock()
-    private var tasks: [Task] = []
-    private var life = Life.open
-    private var thread: pthread_t?
-    /// The loop thread has closed everything and is about to return.
-    private var exited = false
-    private let loopThread = ThreadIdentity()
-
-    // Loop thread only.
+    // The leader's.
     private let router: Router
+    private var ready: [Mailbox] = []
+    private var readyHead = 0
     private var queueDrained = true
     private var running = true
+    private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: EventLoop.readBufferSize, alignment: 16)
+    private let tokens = UnsafeMutablePointer<UInt64>.allocate(capacity: 4)
+    private let readiness = UnsafeMutablePointer<UInt32>.allocate(capacity: 4)
 
-    /// Opens the descriptors and starts the thread.
+    /// Opens the descriptors and starts the first thread.
     init(
         system: System = System(), pairingWindow: UInt64 = 10_000_000,
         clock: @escaping @Sendable () -> UInt64 = EventLoop.monotonicNow
@@ -75,38 +69,41 @@ final class EventLoop: @unchecked Sendable {
         self.system = system
         self.clock = clock
         var opened: [Int32] = []
+        let barrierWD: Int32
         do {
             inotifyFD = try system.inotifyInit()
             opened.append(inotifyFD)
             epollFD = try system.epollCreate()
             opened.append(epollFD)
-            wakeFD = try system.eventFD()
-            opened.append(wakeFD)
+            inbox = TaskInbox(wakeFD: try system.eventFD(), system: system)
+            opened.append(inbox.wakeFD)
             (barrierFD, barrierWD) = try Self.openBarrierFile(system: system, inotifyFD: inotifyFD)
             opened.append(barrierFD)
             try system.epollAdd(epollFD, fd: inotifyFD, token: Token.inotify)
-            try system.epollAdd(epollFD, fd: wakeFD, token: Token.wake)
+            try system.epollAdd(epollFD, fd: inbox.wakeFD, token: Token.wake)
         } catch {
             for fd in opened { system.close(fd) }
             throw error
         }
-        let (barrierFD, loopThread) = (barrierFD, loopThread)
+        let (barrierFD, leadership) = (barrierFD, leadership)
         router = Router(
             table: WatchTable(inotifyFD: inotifyFD, system: system), pairingWindow: pairingWindow,
             barrierWD: barrierWD, writeBarrierFile: { () throws(SyscallError) in try system.touch(barrierFD) },
-            isOnLoopThread: { loopThread.isCurrent })
-        do {
-            try startThread()
-        } catch {
+            isOnLoopThread: { leadership.isCurrentThreadLeader })
+        var failure: Int32 = 0
+        guard threads.start(.leading, create: { createThread(.leading, failure: &failure) }) else {
             for fd in opened { system.close(fd) }
-            lock.withLock { life = .closed }
-            throw error
+            inbox.closeUnstarted()
+            throw SyscallError(function: "pthread_create", errno: failure)
         }
     }
 
     deinit {
-        // The thread holds the loop until it exits, so a loop dropped while open is a bug.
-        assert(lock.withLock { life == .closed }, "an event loop was released with its descriptors open")
+        // The threads hold the loop until they exit, so a loop dropped while open is a bug.
+        assert(inbox.isClosed, "an event loop was released with its descriptors open")
+        buffer.deallocate()
+        tokens.deallocate()
+        readiness.deallocate()
     }
 
     /// The barrier file: an anonymous memory file (nothing in any user directory, nothing left
@@ -123,56 +120,28 @@ final class EventLoop: @unchecked Sendable {
         }
     }
 
-    /// Starts the loop thread, which keeps the loop alive until it exits. Fails like the other
-    /// calls (EAGAIN at the thread limit) rather than trapping.
-    private func startThread() throws(SyscallError) {
-        let retained = Unmanaged.passRetained(self)
-        var handle = pthread_t()
-        let result = system.calls.pthreadCreate(&handle, retained.toOpaque()) { argument in
-            let loop = Unmanaged<EventLoop>.fromOpaque(argument!).takeRetainedValue()
-            loop.run()
-            return nil
-        }
-        guard result == 0 else {
-            retained.release()
-            throw SyscallError(function: "pthread_create", errno: result)
-        }
-        lock.withLock { thread = handle }
-    }
-
     static func monotonicNow() -> UInt64 {
         var now = timespec()
         clock_gettime(CLOCK_MONOTONIC, &now)
         return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
     }
 
-    var isOnLoopThread: Bool { loopThread.isCurrent }
-
     // MARK: - From any thread
 
-    /// Runs `task` on the loop thread. False when the loop is shutting down (the task never runs).
+    /// Runs `task` on the leader. False when the loop is shutting down (the task never runs).
     @discardableResult
-    func execute(_ task: @escaping Task) -> Bool {
-        lock.withLock {
-            guard life == .open else { return false }
-            tasks.append(task)
-            // Only the first task since the loop last emptied the inbox needs to wake it.
-            if tasks.count == 1 { signalLocked() }
-            return true
-        }
+    func execute(_ task: @escaping TaskInbox.Task) -> Bool {
+        inbox.execute(task)
     }
 
-    /// Wakes the loop thread. Only under `lock`: the loop closes the eventfd only after it has
-    /// moved to `.closed` under the lock, so here the descriptor is still ours.
-    private func signalLocked() {
-        precondition(life != .closed, "the loop's eventfd was signalled after it was closed")
-        try? system.signal(eventFD: wakeFD)
-    }
-
-    /// Runs `body` on the loop thread and returns its result; nil when the loop is shutting down.
-    /// On the loop thread itself (a callback delivered there), runs it at once.
+    /// Runs `body` on the leader and returns its result; nil when the loop is shutting down. On
+    /// the leader itself (inside a callback), runs it at once.
     func submitAndWait<Result: Sendable>(_ body: @escaping @Sendable (EventLoop) -> Result) -> Result? {
-        if isOnLoopThread { return body(self) }
+        let (leads, inCallback) = leadership.pause()
+        if leads {
+            defer { resumeCallback(inCallback) }
+            return body(self)
+        }
         let box = ResultBox<Result>()
         let done = DispatchSemaphore(value: 0)
         guard
@@ -185,71 +154,141 @@ final class EventLoop: @unchecked Sendable {
         return box.value
     }
 
-    /// Stops the thread, which closes the descriptors as it exits. Returns once the thread has
-    /// exited, except on the loop thread itself (the last watcher invalidated inside a callback
-    /// delivered there), which cannot wait for itself: the thread is detached and exits after the
-    /// current wake-up. Only the first call stops the loop; later ones return at once.
+    /// Stops the loop, whose leader closes the descriptors. Returns once its threads have exited,
+    /// except on one of them (the last watcher invalidated inside a callback), which cannot wait
+    /// for itself: a Dispatch worker joins them instead. Later calls return at once.
     func shutdown() {
-        let handle = lock.withLock { () -> pthread_t? in
-            guard life == .open else { return nil }
-            life = .stopping
-            tasks.append { loop in loop.running = false }
-            if tasks.count == 1 { signalLocked() }
-            return thread
+        guard inbox.stop({ loop in loop.running = false }) else { return }
+        if threads.isMember {
+            DispatchQueue.global().async { [self] in
+                inbox.waitUntilExited()
+                threads.joinAll()
+            }
+        } else {
+            inbox.waitUntilExited()
+            threads.joinAll()
         }
-        guard let handle else { return }
-        let result = isOnLoopThread ? pthread_detach(handle) : pthread_join(handle, nil)
-        precondition(result == 0, "stopping the loop thread failed with error \(result)")
     }
 
-    /// Returns once the loop thread has closed its descriptors (tests: a loop stopped from its own
-    /// thread was detached, and nothing else says when it is gone).
+    /// When the loop is stopping, returns once it has stopped (``waitUntilExited()``); at once
+    /// while it runs.
+    func waitIfStopping() {
+        if !inbox.isOpen { waitUntilExited() }
+    }
+
+    /// Returns once the descriptors are closed and the threads joined, however the loop was
+    /// stopped (tests: a loop stopped from its own thread is joined by a Dispatch worker).
     func waitUntilExited() {
-        lock.withLock {
-            while !exited { lock.wait() }
+        inbox.waitUntilExited()
+        threads.waitUntilJoined()
+    }
+
+    // MARK: - Threads
+
+    private final class ThreadStart {
+        let loop: EventLoop
+        let role: LoopThreads.Role
+        init(loop: EventLoop, role: LoopThreads.Role) {
+            self.loop = loop
+            self.role = role
         }
     }
 
-    // MARK: - The loop
+    /// Starts a thread that keeps the loop alive until it exits; nil at the thread limit.
+    private func createThread(_ role: LoopThreads.Role, failure: inout Int32) -> pthread_t? {
+        let start = Unmanaged.passRetained(ThreadStart(loop: self, role: role))
+        var handle = pthread_t()
+        let result = system.calls.pthreadCreate(&handle, start.toOpaque()) { argument in
+            let start = Unmanaged<ThreadStart>.fromOpaque(argument!).takeRetainedValue()
+            start.loop.threadMain(startingAs: start.role)
+            return nil
+        }
+        guard result == 0 else {
+            start.release()
+            failure = result
+            return nil
+        }
+        return handle
+    }
 
-    private func run() {
-        loopThread.becomeCurrent()
+    private func startStandby() -> pthread_t? {
+        var failure: Int32 = 0
+        return createThread(.standby, failure: &failure)
+    }
+
+    private func threadMain(startingAs role: LoopThreads.Role) {
         CallbackContext.enterForThreadLifetime()
         cdw_set_thread_name(Self.threadName)
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.readBufferSize, alignment: 16)
-        let tokens = UnsafeMutablePointer<UInt64>.allocate(capacity: 4)
-        let readiness = UnsafeMutablePointer<UInt32>.allocate(capacity: 4)
-        defer {
-            buffer.deallocate()
-            tokens.deallocate()
-            readiness.deallocate()
+        var leads = role == .leading
+        if leads { leadership.lead() }
+        while true {
+            if leads {
+                if lead() { break }
+                // Deposed in a callback, whose watcher's deliveries this thread has finished.
+                threads.setRole(.deposed)
+                guard threads.deposedLeaderIsFree() else { break }
+                leads = false
+            } else {
+                guard stand() else { break }
+                leads = true
+            }
         }
+        // pthread_join returns a moment before the kernel drops this thread from
+        // /proc/self/task; renaming it first means a thread named `threadName` is a running one.
+        cdw_set_thread_name(Self.exitingThreadName)
+        threads.finish()
+    }
+
+    /// Stands by until it takes the lead (true) or the loop closes (false).
+    private func stand() -> Bool {
+        var watch = StallWatch(ticksBeforeParking: LoopThreads.ticksBeforeParking)
+        while true {
+            let phase = leadership.observe()
+            switch watch.tick(phase: phase) {
+            case .takeOver(let observed):
+                if leadership.takeOver(from: observed) {
+                    threads.standbyLeads()
+                    return true
+                }
+            case .park:
+                guard threads.park(stillQuiet: { leadership.observe() == phase }) else { return false }
+                watch.reset()
+                continue
+            case .wait:
+                break
+            }
+            guard threads.tick() else { return false }
+        }
+    }
+
+    // MARK: - Leading
+
+    /// Leads until the loop stops (true: this thread closed it) or a standby takes the lead from a
+    /// callback running on this thread (false).
+    private func lead() -> Bool {
         while running {
             let count: Int
             do {
                 count = try system.epollWait(
-                    epollFD, tokens: tokens, events: readiness, max: 4, timeoutMilliseconds: timeoutMilliseconds())
+                    epollFD, tokens: tokens, events: readiness, max: 4,
+                    timeoutMilliseconds: readyHead < ready.count ? 0 : timeoutMilliseconds())
             } catch {
                 preconditionFailure("epoll_wait failed: \(error)")
             }
             for index in 0..<count {
                 switch tokens[index] {
-                case Token.inotify: readEvents(into: buffer)
-                case Token.wake: runTasks()
+                case Token.inotify: readEvents()
+                case Token.wake: for task in inbox.take() { task(self) }
                 default: break
                 }
             }
             router.expire(now: clock())
             router.finishWakeUp(queueDrained: queueDrained)
+            ready.append(contentsOf: router.takeReady())
+            guard deliverReady() else { return false }
         }
         tearDown()
-        // pthread_join returns a moment before the kernel drops this thread from
-        // /proc/self/task; renaming it first means a thread named `threadName` is a running loop.
-        cdw_set_thread_name(Self.exitingThreadName)
-        lock.withLock {
-            exited = true
-            lock.broadcast()
-        }
+        return true
     }
 
     private func timeoutMilliseconds() -> Int32 {
@@ -259,16 +298,7 @@ final class EventLoop: @unchecked Sendable {
         return Int32(clamping: (deadline - now + 999_999) / 1_000_000)
     }
 
-    private func runTasks() {
-        try? system.drain(eventFD: wakeFD)
-        let batch = lock.withLock { () -> [Task] in
-            defer { tasks = [] }
-            return tasks
-        }
-        for task in batch { task(self) }
-    }
-
-    private func readEvents(into buffer: UnsafeMutableRawBufferPointer) {
+    private func readEvents() {
         for _ in 0..<Self.readsPerWakeUp {
             let count: Int?
             do {
@@ -291,17 +321,69 @@ final class EventLoop: @unchecked Sendable {
         }
     }
 
-    private func tearDown() {
-        router.tearDown()
-        lock.withLock {
-            precondition(life == .stopping, "the loop ended without being stopped")
-            life = .closed
+    /// Runs the ready mailboxes in order until none is left or the kernel queue is due a read
+    /// (the rest run after it). False when this thread was deposed in a callback.
+    private func deliverReady() -> Bool {
+        guard readyHead < ready.count else { return true }
+        let started = clock()
+        while readyHead < ready.count {
+            let mailbox = ready[readyHead]
+            readyHead += 1
+            guard run(mailbox) else { return false }
+            if readyHead < ready.count, clock() &- started > Self.readingSlice { return true }
         }
-        // Closing the inotify descriptor removes every kernel watch of this instance.
-        for fd in [epollFD, wakeFD, barrierFD, inotifyFD] { system.close(fd) }
+        ready.removeAll(keepingCapacity: true)
+        readyHead = 0
+        return true
     }
 
-    // MARK: - Tasks (run on the loop thread)
+    /// Drains `mailbox`. A block that may block runs in the callback phase with a standby awake;
+    /// when the standby took the lead meanwhile, this thread no longer leads: it runs the rest of
+    /// this watcher's deliveries (no other thread will, the mailbox being scheduled) and returns
+    /// false without touching the leader's state again.
+    private func run(_ mailbox: Mailbox) -> Bool {
+        while let blocks = mailbox.next() {
+            for (index, block) in blocks.enumerated() {
+                guard mailbox.mayBlock else {
+                    block()
+                    continue
+                }
+                resumeCallback(true)
+                block()
+                guard leadership.leaveCallback() else {
+                    for rest in blocks[(index + 1)...] { rest() }
+                    mailbox.drain()
+                    return false
+                }
+            }
+        }
+        return true
+    }
+
+    private func resumeCallback(_ inCallback: Bool) {
+        guard inCallback else { return }
+        leadership.enterCallback()
+        threads.ensureStandby(start: startStandby)
+    }
+
+    /// The loop is stopping. What is still to be delivered goes to Dispatch: the thread that
+    /// stops the loop may be waiting for these descriptors to close, and a callback run here
+    /// could be waiting for that thread.
+    private func tearDown() {
+        router.tearDown()
+        ready.append(contentsOf: router.takeReady())
+        for mailbox in ready[readyHead...] {
+            DispatchQueue.global().async { CallbackContext.run { mailbox.drain() } }
+        }
+        ready = []
+        inbox.close()
+        // Closing the inotify descriptor removes every kernel watch of this instance.
+        for fd in [epollFD, inbox.wakeFD, barrierFD, inotifyFD] { system.close(fd) }
+        threads.close()
+        inbox.markExited()
+    }
+
+    // MARK: - Tasks (run on the leader)
 
     func subscribe(_ subscription: Subscription) -> SyscallError? {
         router.subscribe(subscription)
@@ -314,18 +396,6 @@ final class EventLoop: @unchecked Sendable {
     func requestBarrier(for subscription: Subscription, completion: @escaping @Sendable () -> Void) {
         router.requestBarrier(for: subscription, completion: completion)
     }
-}
-
-/// Which thread runs a loop, for checks from any thread.
-private final class ThreadIdentity: Sendable {
-    private let id = Atomic<UInt>(0)
-
-    var isCurrent: Bool { id.load(ordering: .relaxed) == Self.current }
-
-    /// Called first thing on the loop thread.
-    func becomeCurrent() { id.store(Self.current, ordering: .relaxed) }
-
-    private static var current: UInt { UInt(bitPattern: Int(bitPattern: pthread_self())) }
 }
 
 /// Carries a task's result back to the thread waiting for it.

@@ -50,11 +50,13 @@ enum SharedEventLoop {
     }
 }
 
-/// A watcher's hold on its loop, released once.
-final class LoopLease: Sendable {
+/// A watcher's hold on its loop, released once. (`done` is guarded by `lock`.)
+final class LoopLease: @unchecked Sendable {
     let loop: EventLoop
     private let isShared: Bool
     private let released = Atomic<Bool>(false)
+    private let lock = Lock()
+    private var done = false
 
     init(shared loop: EventLoop) {
         self.loop = loop
@@ -70,5 +72,17 @@ final class LoopLease: Sendable {
     func release() {
         guard !released.exchange(true, ordering: .acquiringAndReleasing) else { return }
         if isShared { SharedEventLoop.release() }
+        lock.withLock {
+            done = true
+            lock.broadcast()
+        }
+    }
+
+    /// Returns once ``release()`` has returned on the thread that released. Never call it on one
+    /// of the loop's threads: the release may be joining it.
+    func waitUntilReleased() {
+        lock.withLock {
+            while !done { lock.wait() }
+        }
     }
 }

@@ -1,3 +1,5 @@
+import Dispatch
+
 /// The changes in one directory as an asynchronous sequence.
 ///
 /// ```swift
@@ -74,9 +76,16 @@ private final class StreamDelegate: DirectoryWatcherDelegate, Sendable {
     func directoryWatcher(_ watcher: DirectoryWatcher, didObserve changes: [DirectoryChange]) {
         for change in changes { continuation.yield(change) }
         if changes.contains(where: ChangeTranslation.endsWatch) {
-            // Release the watch first, so that a consumer whose loop has ended sees it gone.
-            watcher.invalidate()
-            continuation.finish()
+            // Release the watch first, so that a consumer whose loop has ended sees it gone. The
+            // watcher has ended itself on this thread, one of the loop's, which cannot wait for
+            // the loop to stop when this watcher was its last; a Dispatch worker can.
+            let continuation = continuation
+            DispatchQueue.global().async {
+                watcher.invalidate()
+                watcher.lease.waitUntilReleased()
+                watcher.lease.loop.waitIfStopping()
+                continuation.finish()
+            }
         }
     }
 }

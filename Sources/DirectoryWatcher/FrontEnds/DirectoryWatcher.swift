@@ -36,7 +36,7 @@ public final class DirectoryWatcher: @unchecked Sendable {
     public let options: Options
 
     private let subscription: Subscription
-    private let lease: LoopLease
+    let lease: LoopLease
     private let lock = Lock()
     // Under `lock`.
     private weak var weakDelegate: (any DirectoryWatcherDelegate)?
@@ -219,16 +219,20 @@ public final class DirectoryWatcher: @unchecked Sendable {
             throw error
         }
         let label = "DirectoryWatcher \(absolute)"
-        let deliveryQueue: DispatchQueue?
-        switch options.delivery {
-        case .queue:
-            deliveryQueue = queue.map { DispatchQueue(label: label, target: $0) } ?? DispatchQueue(label: label)
-        case .eventLoopThread:
-            precondition(queue == nil, "a queue and Delivery.eventLoopThread exclude each other")
-            deliveryQueue = nil
+        let target: Subscription.Target
+        switch (options.delivery, queue) {
+        case (.automatic, let queue?), (.queue, let queue?):
+            target = .queue(DispatchQueue(label: label, target: queue))
+        case (.queue, nil):
+            target = .queue(DispatchQueue(label: label))
+        case (.automatic, nil):
+            target = .mailbox(Mailbox(mayBlock: true))
+        case (.eventLoopThread, nil):
+            target = .mailbox(Mailbox(mayBlock: false))
+        case (.eventLoopThread, _?):
+            preconditionFailure("a queue and Delivery.eventLoopThread exclude each other")
         }
-        let subscription = Subscription(
-            root: root, mask: options.events.inotifyMask, entry: entry, queue: deliveryQueue)
+        let subscription = Subscription(root: root, mask: options.events.inotifyMask, entry: entry, target: target)
         let watcher = DirectoryWatcher(path: absolute, options: options, subscription: subscription, lease: lease)
         watcher.delegate = delegate
         // The closure forms have no owner to keep their delegate alive: the watcher does.
@@ -290,13 +294,15 @@ public final class DirectoryWatcher: @unchecked Sendable {
         let subscription = subscription
         let accepted = lease.loop.execute { loop in loop.requestBarrier(for: subscription, completion: completion) }
         guard !accepted else { return }
-        // The loop has stopped (this watcher was invalidated, and was the last). On a serial
-        // queue the completion runs behind any callback still running; for loop-thread delivery,
-        // once the callback the loop thread may still be running has left.
-        if let queue = subscription.queue {
+        // The loop has stopped (this watcher was invalidated, and was the last): the completion
+        // runs behind any callback of this watcher still running.
+        switch subscription.target {
+        case .queue(let queue):
             queue.async { CallbackContext.run(completion) }
-        } else {
-            subscription.gate.whenIdle { DispatchQueue.global().async { CallbackContext.run(completion) } }
+        case .mailbox(let mailbox):
+            if mailbox.append(completion) {
+                DispatchQueue.global().async { CallbackContext.run { mailbox.drain() } }
+            }
         }
     }
 

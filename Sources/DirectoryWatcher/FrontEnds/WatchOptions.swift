@@ -15,10 +15,10 @@ extension DirectoryWatcher {
         /// reported: they end the watch or say that changes were lost.
         public var events: Events
 
-        /// Where callbacks run; ``Delivery/queue`` unless told otherwise.
+        /// Where callbacks run; ``Delivery/automatic`` unless told otherwise.
         public var delivery: Delivery
 
-        public init(events: Events = .default, delivery: Delivery = .queue) {
+        public init(events: Events = .default, delivery: Delivery = .automatic) {
             self.events = events
             self.delivery = delivery
         }
@@ -26,23 +26,34 @@ extension DirectoryWatcher {
 
     /// Where a watcher's callbacks run.
     ///
-    /// The default hands each batch from the event-loop thread to a serial queue, so the loop
-    /// never waits for a callback: a slow delegate delays only itself. That hand-off between two
-    /// threads is also most of the time from a change to its callback (see Docs/benchmarks.md).
-    /// Code that needs the change at once, and whose callbacks are short, can be called on the
-    /// loop thread instead.
+    /// Whatever the delivery, one watcher's callbacks never overlap and come in the kernel's order.
     public enum Delivery: Hashable, Sendable {
-        /// On a serial queue: a private one, or one that targets the `queue` given to
-        /// `watchFolder`. The default.
+        /// The default. Without a `queue`, on the library's own threads: the thread that read the
+        /// change calls the delegate at once, with no hand-off to another thread, and a second
+        /// thread stands by. When a callback runs longer than about 10 ms (it blocks, or waits for
+        /// something), the standby takes over reading the kernel queue, so other watchers' changes
+        /// keep coming and the kernel queue does not overflow; the slow watcher's later changes
+        /// wait for it and follow in order. The library then has one thread per callback blocked
+        /// at that moment, plus two; the extra threads end when the callbacks return (see
+        /// Architecture.md, "Delivery"). Callbacks may block, wait for other watchers' callbacks,
+        /// and call any method of any watcher.
+        ///
+        /// With a `queue`, on a serial queue that targets it, as ``queue`` does.
+        case automatic
+
+        /// On a serial Dispatch queue: a private one, or one that targets the `queue` given to
+        /// `watchFolder`. Each batch is handed from the loop's thread to the queue, which costs a
+        /// wake-up of another thread per batch (see Docs/benchmarks.md), and Dispatch may start a
+        /// thread for each queue busy at once. The default before version 0.3.
         case queue
 
-        /// On the event-loop thread, as soon as the kernel's queue has been read: the lowest latency,
-        /// and no thread besides the loop's. While a callback runs, the loop reads nobody's changes:
-        /// the kernel keeps queueing them, up to `fs.inotify.max_queued_events`, after which it
-        /// reports an ``DirectoryChange/Kind/overflow``. So callbacks must be short and must never
-        /// block or wait for another watcher's callbacks. They may call any method of any watcher,
-        /// including `invalidate()` and `watchFolder`; barrier completions run on the loop thread
-        /// too. Pass no `queue` with this delivery.
+        /// On the event-loop thread, as soon as the kernel's queue has been read, with no standby:
+        /// while a callback runs, the loop reads nobody's changes; the kernel keeps queueing them,
+        /// up to `fs.inotify.max_queued_events`, after which it reports an
+        /// ``DirectoryChange/Kind/overflow``. So callbacks must be short and must never block or
+        /// wait for another watcher's callbacks. They may call any method of any watcher,
+        /// including `invalidate()` and `watchFolder`; barrier completions run there too. For
+        /// processes that must not have a second thread; pass no `queue` with this delivery.
         case eventLoopThread
     }
 

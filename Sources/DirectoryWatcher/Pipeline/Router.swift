@@ -1,11 +1,13 @@
 /// Routes the kernel's events to the watchers: owns the watch table, rename pairing, barrier
-/// bookkeeping, and each watcher's batch for the current wake-up.
+/// bookkeeping, and each watcher's batch for the current wake-up; it hands batches to mailboxes
+/// and queues, and tells the loop which mailboxes it must now drain (``takeReady()``).
 ///
 /// The event loop feeds it (events read, the pairing deadline, the end of a wake-up) and runs its
 /// tasks (subscribe, unsubscribe, barrier); the router has no thread and makes no system call of
 /// its own beyond the watch table's and the barrier write it is given, so its tests drive it
 /// directly against a fake kernel. Every method runs on the loop thread, which `isOnLoopThread`
-/// checks in debug builds.
+/// checks in debug builds
+/// (the loop's leading thread: see Leadership).
 final class Router {
     /// A barrier waiting for its event, and where its completion runs.
     struct BarrierRequest {
@@ -23,6 +25,8 @@ final class Router {
     private var barrier = BarrierState<BarrierRequest>()
     /// Subscriptions with a batch collected in this wake-up, in the order they got their first change.
     private var dirty: [Subscription] = []
+    /// Mailboxes that blocks were appended to while idle: the loop owes each a drain.
+    private var ready: [Mailbox] = []
     /// The descriptor of the loop's own barrier file, whose events are never a watcher's.
     private let barrierWD: Int32
     /// Updates the barrier file's timestamps (`IN_ATTRIB` on `barrierWD`).
@@ -43,6 +47,13 @@ final class Router {
 
     /// When a rename's first half stops waiting for its second, if one is waiting.
     var deadline: UInt64? { pairing.deadline }
+
+    /// The mailboxes scheduled since the last call, for the loop to drain in this order.
+    func takeReady() -> [Mailbox] {
+        assert(isOnLoopThread())
+        defer { ready.removeAll(keepingCapacity: true) }
+        return ready
+    }
 
     // MARK: - From the loop
 
@@ -74,7 +85,7 @@ final class Router {
         assert(isOnLoopThread())
         let leftover = barrier.takeAll()
         flushBatches()
-        for request in leftover { request.subscription.run(request.completion) }
+        for request in leftover { schedule(request.subscription.run(request.completion)) }
         subscriptions = [:]
     }
 
@@ -86,7 +97,7 @@ final class Router {
             let wd = try table.add(
                 subscription, directory: subscription.root, mask: subscription.mask,
                 flags: InotifyMask.onlyDirectory | InotifyMask.excludeUnlinked, only: subscription.entry)
-            subscription.descriptors = [wd]
+            subscription.loop.descriptors = [wd]
             subscriptions[ObjectIdentifier(subscription)] = subscription
             return nil
         } catch {
@@ -97,16 +108,16 @@ final class Router {
     func unsubscribe(_ subscription: Subscription) {
         assert(isOnLoopThread())
         guard subscriptions.removeValue(forKey: ObjectIdentifier(subscription)) != nil else { return }
-        if !subscription.isEnded { end(subscription) }
+        if !subscription.loop.isEnded { end(subscription) }
         // Nothing of this wake-up is handed over: not even an empty batch to its queue.
-        subscription.pending = []
+        subscription.loop.pending = []
         dirty.removeAll { $0 === subscription }
     }
 
     func requestBarrier(for subscription: Subscription, completion: @escaping @Sendable () -> Void) {
         assert(isOnLoopThread())
         let request = BarrierRequest(subscription: subscription, completion: completion)
-        if subscription.isEnded {
+        if subscription.loop.isEnded {
             complete([request])
         } else if barrier.request(request) {
             writeBarrier()
@@ -134,14 +145,14 @@ final class Router {
         if event.has(InotifyMask.ignored) {
             // The kernel dropped the watch (directory gone, file system unmounted). A subscriber
             // still here did not see DELETE_SELF, so tell it now.
-            for watch in table.kernelDropped(event.wd) where !watch.subscriber.isEnded {
+            for watch in table.kernelDropped(event.wd) where !watch.subscriber.loop.isEnded {
                 collect(
                     DirectoryChange(kind: .rootRemoved, path: watch.directory, isDirectory: true), for: watch.subscriber
                 )
             }
             return
         }
-        for watch in table.watches(event.wd) where !watch.subscriber.isEnded {
+        for watch in table.watches(event.wd) where !watch.subscriber.loop.isEnded {
             if let change = ChangeTranslation.change(
                 for: event, in: watch.directory, mask: watch.mask, entry: watch.entry)
             {
@@ -153,7 +164,7 @@ final class Router {
     private func handleMove(from: InotifyEvent, to: InotifyEvent) {
         let sources = table.watches(from.wd)
         let targets = table.watches(to.wd)
-        for source in sources where !source.subscriber.isEnded {
+        for source in sources where !source.subscriber.loop.isEnded {
             if let target = targets.first(where: { $0.subscriber === source.subscriber }) {
                 // A file watch sees both ends when the move stays in its directory; it cares
                 // when either end is its entry (renamed away, or replaced by a rename).
@@ -169,7 +180,7 @@ final class Router {
                 collect(change, for: source.subscriber)
             }
         }
-        for target in targets where !target.subscriber.isEnded {
+        for target in targets where !target.subscriber.loop.isEnded {
             if sources.contains(where: { $0.subscriber === target.subscriber }) { continue }
             if var change = ChangeTranslation.change(
                 for: to, in: target.directory, mask: target.mask, entry: target.entry)
@@ -184,27 +195,31 @@ final class Router {
     private func collect(_ change: DirectoryChange, for subscription: Subscription) {
         if subscription.collect(change) { dirty.append(subscription) }
         if ChangeTranslation.endsWatch(change) {
-            subscription.endsWithBatch = true
+            subscription.loop.endsWithBatch = true
             end(subscription)
         }
     }
 
     private func end(_ subscription: Subscription) {
-        subscription.isEnded = true
-        for wd in subscription.descriptors { table.remove(subscription, from: wd) }
-        subscription.descriptors = []
+        subscription.loop.isEnded = true
+        for wd in subscription.loop.descriptors { table.remove(subscription, from: wd) }
+        subscription.loop.descriptors = []
     }
 
     private func overflowed() {
-        for subscription in subscriptions.values where !subscription.isEnded {
+        for subscription in subscriptions.values where !subscription.loop.isEnded {
             collect(DirectoryChange(kind: .overflow, path: subscription.root, isDirectory: true), for: subscription)
         }
         complete(barrier.overflowed())
     }
 
     private func flushBatches() {
-        for subscription in dirty { subscription.flush() }
+        for subscription in dirty { schedule(subscription.flush()) }
         dirty.removeAll(keepingCapacity: true)
+    }
+
+    private func schedule(_ mailbox: Mailbox?) {
+        if let mailbox { ready.append(mailbox) }
     }
 
     // MARK: - Barriers
@@ -220,7 +235,7 @@ final class Router {
     private func complete(_ requests: [BarrierRequest]) {
         guard !requests.isEmpty else { return }
         flushBatches()
-        for request in requests { request.subscription.run(request.completion) }
+        for request in requests { schedule(request.subscription.run(request.completion)) }
     }
 
     private func writeBarrier() {

@@ -1,68 +1,114 @@
 import Dispatch
+import Synchronization
 
-/// One watcher as the event loop sees it: what it watches, and where its changes go.
+/// One watcher as the router sees it: what it watches (fixed at creation), where its changes go,
+/// and the state the loop keeps for it (``LoopState``, leader only).
 ///
-/// The loop thread collects a watcher's changes during one wake-up into ``pending`` and hands the
-/// batch to ``queue`` in one block, so a slow delegate delays only its own queue, never the loop's
-/// reading of the kernel queue. Blocks run in the order the loop enqueued them: kernel order.
-/// A subscription without a queue (``DirectoryWatcher/Delivery/eventLoopThread``) is called on the
-/// loop thread itself: no hand-off, at the price of the loop waiting for its callbacks.
+/// The router collects a watcher's changes during one wake-up into a batch and hands the batch
+/// over in one block: to a mailbox that the loop's threads drain (``Target/mailbox(_:)``), or to a
+/// serial Dispatch queue (``Target/queue(_:)``). Either way blocks run in the order handed over:
+/// kernel order, one at a time.
 final class Subscription: @unchecked Sendable {
+    /// Where a subscription's blocks run.
+    enum Target {
+        /// On the loop's threads, in order (see ``Mailbox``).
+        case mailbox(Mailbox)
+        /// On a serial queue (which may target a caller's queue).
+        case queue(DispatchQueue)
+    }
+
+    /// The most changes a watcher may have handed over and not yet delivered. Past it (a callback
+    /// blocked while its directory keeps changing), the router hands over one
+    /// ``DirectoryChange/Kind/overflow`` instead of more changes, as the kernel does with its own
+    /// queue, so a blocked callback cannot make the process grow without bound.
+    static let backlogLimit = 16_384
+
     /// The watched directory (for a file watch, the directory that holds the file).
     let root: FileSystemPath
     let mask: UInt32
     /// For a file watch, the entry of ``root`` it follows; nil for a directory watch.
     let entry: WatchedEntry?
-    /// Serial; targets the caller's queue when one was given. Nil: callbacks run on the loop thread.
-    let queue: DispatchQueue?
+    let target: Target
     let gate = DeliveryGate()
     /// Receives the batches. Set once, before the subscription reaches the loop.
     weak var receiver: (any ChangeReceiver)?
+    /// Changes handed over and not yet delivered (any thread).
+    private let backlog = Atomic<Int>(0)
 
-    // Loop thread only.
-    var descriptors: [Int32] = []
-    var pending: [DirectoryChange] = []
-    /// No more changes are collected: the watcher left, or its root went away.
-    var isEnded = false
-    /// The pending batch ends the watch (the root was removed or moved).
-    var endsWithBatch = false
+    /// What the router keeps for a subscription. Loop leader only: the router checks that it is
+    /// on the leading thread before touching it.
+    struct LoopState {
+        var descriptors: [Int32] = []
+        var pending: [DirectoryChange] = []
+        /// No more changes are collected: the watcher left, or its root went away.
+        var isEnded = false
+        /// The pending batch ends the watch (the root was removed or moved).
+        var endsWithBatch = false
+        /// An overflow was handed over for a backlog past ``Subscription/backlogLimit``, and no
+        /// more changes are until the backlog has been delivered.
+        var isOverflowing = false
+    }
 
-    init(root: FileSystemPath, mask: UInt32, entry: WatchedEntry? = nil, queue: DispatchQueue?) {
+    /// Leader only (see ``LoopState``).
+    var loop = LoopState()
+
+    init(root: FileSystemPath, mask: UInt32, entry: WatchedEntry? = nil, target: Target) {
         self.root = root
         self.mask = mask
         self.entry = entry
-        self.queue = queue
+        self.target = target
     }
 
-    /// Loop thread: adds a change to the batch, folding repeated writes (or reads) of one file
-    /// into one. Returns true when the batch was empty before.
+    /// The mailbox, for a subscription delivered on the loop's threads.
+    var mailbox: Mailbox? {
+        if case .mailbox(let mailbox) = target { return mailbox }
+        return nil
+    }
+
+    /// Leader: adds a change to the batch, folding repeated writes (or reads) of one file into
+    /// one. Returns true when the batch was empty before.
     func collect(_ change: DirectoryChange) -> Bool {
-        if change.kind == .modified || change.kind == .accessed, let last = pending.last, last == change {
+        if change.kind == .modified || change.kind == .accessed, let last = loop.pending.last, last == change {
             return false
         }
-        pending.append(change)
-        return pending.count == 1
+        loop.pending.append(change)
+        return loop.pending.count == 1
     }
 
-    /// Loop thread: hands the pending batch to the delivery queue (or delivers it now).
-    func flush() {
-        let batch = pending
-        let ends = endsWithBatch
-        pending = []
-        run { self.deliver(batch, ends: ends) }
-    }
-
-    /// Runs `block` where this subscription's callbacks run, after those handed over before it,
-    /// inside the ``CallbackContext`` (a loop thread is inside it for its whole life).
-    func run(_ block: @escaping @Sendable () -> Void) {
-        if let queue {
-            queue.async { CallbackContext.run(block) }
-        } else {
-            block()
+    /// Leader: hands the pending batch over. Returns the mailbox when it must now be drained.
+    func flush() -> Mailbox? {
+        var batch = loop.pending
+        let ends = loop.endsWithBatch
+        loop.pending = []
+        if backlog.load(ordering: .relaxed) < Self.backlogLimit {
+            loop.isOverflowing = false
+        } else if !ends {
+            // Blocked for long: one overflow stands for everything until the backlog is delivered.
+            if loop.isOverflowing { return nil }
+            loop.isOverflowing = true
+            batch = [DirectoryChange(kind: .overflow, path: root, isDirectory: true)]
+        }
+        let count = batch.count
+        backlog.add(count, ordering: .relaxed)
+        return run { [batch] in
+            self.deliver(batch, ends: ends)
+            self.backlog.subtract(count, ordering: .relaxed)
         }
     }
 
-    /// Delivery queue (or the loop thread).
+    /// Runs `block` where this subscription's callbacks run, after those handed over before it.
+    /// Returns the mailbox when it must now be drained (the caller schedules it).
+    func run(_ block: @escaping @Sendable () -> Void) -> Mailbox? {
+        switch target {
+        case .mailbox(let mailbox):
+            return mailbox.append(block) ? mailbox : nil
+        case .queue(let queue):
+            queue.async { CallbackContext.run(block) }
+            return nil
+        }
+    }
+
+    /// Where the callbacks run.
     private func deliver(_ batch: [DirectoryChange], ends: Bool) {
         if gate.enter() {
             receiver?.receive(batch, through: gate)

@@ -21,7 +21,12 @@ final class Lock: @unchecked Sendable {
         #endif
         Self.check(pthread_mutex_init(mutex, &attributes), "pthread_mutex_init")
         Self.check(pthread_mutexattr_destroy(&attributes), "pthread_mutexattr_destroy")
-        Self.check(pthread_cond_init(condition, nil), "pthread_cond_init")
+        // Timed waits measure monotonic time, so a change of the wall clock cannot stretch them.
+        var conditionAttributes = pthread_condattr_t()
+        Self.check(pthread_condattr_init(&conditionAttributes), "pthread_condattr_init")
+        Self.check(pthread_condattr_setclock(&conditionAttributes, CLOCK_MONOTONIC), "pthread_condattr_setclock")
+        Self.check(pthread_cond_init(condition, &conditionAttributes), "pthread_cond_init")
+        Self.check(pthread_condattr_destroy(&conditionAttributes), "pthread_condattr_destroy")
     }
 
     deinit {
@@ -40,6 +45,17 @@ final class Lock: @unchecked Sendable {
     /// Waits on the condition; call only inside ``withLock(_:)``.
     func wait() {
         Self.check(pthread_cond_wait(condition, mutex), "pthread_cond_wait")
+    }
+
+    /// Waits on the condition for at most `nanoseconds`; call only inside ``withLock(_:)``.
+    func wait(nanoseconds: UInt64) {
+        var deadline = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &deadline)
+        let total = UInt64(deadline.tv_nsec) + nanoseconds
+        deadline.tv_sec += Int(total / 1_000_000_000)
+        deadline.tv_nsec = Int(total % 1_000_000_000)
+        let result = pthread_cond_timedwait(condition, mutex, &deadline)
+        if result != ETIMEDOUT { Self.check(result, "pthread_cond_timedwait") }
     }
 
     /// Wakes every waiter; call inside ``withLock(_:)``.

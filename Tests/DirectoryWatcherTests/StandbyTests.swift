@@ -1,0 +1,200 @@
+import Dispatch
+import Foundation
+import XCTest
+
+@testable import DirectoryWatcher
+
+/// The default delivery: callbacks on the thread that read the change, and a standby that takes
+/// over the reading when a callback blocks.
+final class StandbyTests: WatchedDirectoryTestCase {
+    /// Waits, failing instead of hanging, until at most `limit` loop threads run.
+    private func waitForLoopThreads(atMost limit: Int, file: StaticString = #filePath, line: UInt = #line) {
+        let done = expectation(description: "at most \(limit) loop threads")
+        DispatchQueue.global().async {
+            LoopThreads.running.waitUntil(atMost: limit)
+            done.fulfill()
+        }
+        wait(for: [done], timeout: 30)
+    }
+
+    func testABlockedCallbackDoesNotStopTwentyThousandChangesElsewhere() throws {
+        let release = DispatchSemaphore(value: 0)
+        let blockedStarted = expectation(description: "the blocked delegate is inside its callback")
+        let blocked = Recorder()
+        blocked.onFirstBatch { _, _ in
+            blockedStarted.fulfill()
+            release.wait()
+        }
+        let blockedWatcher = try DirectoryWatcher.watchFolder(path: directory.path, delegate: blocked)
+        defer { blockedWatcher.invalidate() }
+        let other = TemporaryDirectory()
+        let received = Recorder()
+        let otherWatcher = try DirectoryWatcher.watchFolder(path: other.path, delegate: received)
+        defer { otherWatcher.invalidate() }
+        let threadsBefore = ProcessResources.loopThreads()
+
+        let first = directory.touch("first")
+        wait(for: [blockedStarted], timeout: 10)
+        var expectedBlocked = [DirectoryChange(.created, first)]
+        for index in 0..<100 { expectedBlocked.append(DirectoryChange(.created, directory.touch("queued\(index)"))) }
+        // As fast as this thread can; every 5,000 a barrier shows the queue is being read while the
+        // delegate is blocked (were it not, the barrier would never complete).
+        var expectedOther: [DirectoryChange] = []
+        for index in 0..<20_000 {
+            expectedOther.append(DirectoryChange(.created, other.touch("f\(index)")))
+            if index % 5_000 == 4_999 { waitForDelivery(otherWatcher) }
+        }
+        waitForDelivery(otherWatcher)
+        XCTAssertEqual(received.changes.count, 20_000)
+        XCTAssertEqual(received.changes, expectedOther, "every change, in order, and no overflow")
+        XCTAssertLessThanOrEqual(
+            ProcessResources.loopThreads(), max(threadsBefore, 2) + 1, "one thread more for the blocked callback")
+
+        release.signal()
+        waitForDelivery(blockedWatcher)
+        XCTAssertEqual(blocked.changes, expectedBlocked, "the blocked watcher's changes follow, in order")
+        // The thread that was blocked finishes or stands by; the loop is back to two.
+        waitForLoopThreads(atMost: 2)
+    }
+
+    func testAThousandSlowDelegatesAddAtMostFourThreads() throws {
+        let threadsBefore = ProcessResources.threads()
+        let mostThreads = LockedValue(0)
+        let delivered = LockedValue(0)
+        let allDelivered = expectation(description: "every change delivered")
+        let bursts = 2
+        let count = 1_000
+        var watchers: [DirectoryWatcher] = []
+        for index in 0..<count {
+            let path = directory.mkdir("d\(index)")
+            watchers.append(
+                try DirectoryWatcher.watchFolder(path: path) { changes in
+                    // A delegate that lists its directory and takes 2 ms doing so.
+                    let start = DispatchTime.now().uptimeNanoseconds
+                    repeat {
+                        _ = try? FileManager.default.contentsOfDirectory(atPath: path)
+                    } while DispatchTime.now().uptimeNanoseconds - start < 2_000_000
+                    let threads = ProcessResources.threads()
+                    mostThreads.update { $0 = max($0, threads) }
+                    var total = 0
+                    delivered.update {
+                        $0 += changes.count
+                        total = $0
+                    }
+                    if total == count * bursts { allDelivered.fulfill() }
+                })
+        }
+        defer { for watcher in watchers { watcher.invalidate() } }
+        for burst in 0..<bursts {
+            for index in 0..<count { directory.touch("d\(index)/burst\(burst)") }
+        }
+        wait(for: [allDelivered], timeout: 120)
+        XCTAssertLessThanOrEqual(mostThreads.get(), threadsBefore + 4)
+        XCTAssertLessThanOrEqual(ProcessResources.loopThreads(), 4)
+    }
+
+    func testABlockedCallbacksBacklogEndsInOneOverflowInsteadOfGrowing() throws {
+        let release = DispatchSemaphore(value: 0)
+        let started = expectation(description: "blocked")
+        try watch { try DirectoryWatcher.watchFolder(path: directory.path, delegate: $0) }
+        recorder.onFirstBatch { _, _ in
+            started.fulfill()
+            release.wait()
+        }
+        directory.touch("first")
+        wait(for: [started], timeout: 10)
+        let total = Subscription.backlogLimit + 2_000
+        for index in 0..<total { directory.touch("f\(index)") }
+        release.signal()
+        waitForDelivery(watcher)
+        let changes = recorder.changes
+        let overflows = changes.filter { $0.kind == .overflow }
+        XCTAssertEqual(overflows, [DirectoryChange(kind: .overflow, path: watcher.path, isDirectory: true)])
+        XCTAssertLessThanOrEqual(changes.count, Subscription.backlogLimit + 2, "the backlog stayed bounded")
+        // What came before the overflow is the changes in order, none missing.
+        let before = changes.prefix { $0.kind != .overflow }
+        let expected = [directory.url("first")] + (0..<(before.count - 1)).map { directory.url("f\($0)") }
+        XCTAssertEqual(before.map(\.path), expected.map { FileSystemPath($0) })
+    }
+
+    func testWatchingAndInvalidatingInsideACallbackDoNotWaitForTheStandby() throws {
+        let other = TemporaryDirectory()
+        let made = LockedValue<DirectoryWatcher?>(nil)
+        let otherRecorder = Recorder()
+        let done = expectation(description: "callback finished")
+        try watch { try DirectoryWatcher.watchFolder(path: directory.path, delegate: $0) }
+        recorder.onFirstBatch { watcher, _ in
+            // Both run on the leader, inline, with no hand-off.
+            made.set(try? DirectoryWatcher.watchFolder(path: other.path, delegate: otherRecorder))
+            watcher.invalidate()
+            done.fulfill()
+        }
+        directory.touch("go")
+        wait(for: [done], timeout: 10)
+        let second = try XCTUnwrap(made.get())
+        defer { second.invalidate() }
+        let file = other.touch("seen")
+        waitForDelivery(second)
+        XCTAssertEqual(otherRecorder.changes, [DirectoryChange(.created, file)])
+    }
+}
+
+/// The standby's decisions and the hand-off's exchange, without a loop.
+final class LeadershipTests: XCTestCase {
+    func testTheStandbyTakesOverOnlyFromOneCallbackSeenAtTwoTicks() {
+        var watch = StallWatch(ticksBeforeParking: 3)
+        XCTAssertEqual(watch.tick(phase: 1), .wait, "first sight of a callback")
+        XCTAssertEqual(watch.tick(phase: 3), .wait, "another callback since")
+        XCTAssertEqual(watch.tick(phase: 3), .takeOver(3), "the same callback a tick later")
+    }
+
+    func testTheStandbyParksAfterQuietTicksAndStartsAfreshAfterAReset() {
+        var watch = StallWatch(ticksBeforeParking: 3)
+        XCTAssertEqual(watch.tick(phase: 4), .wait)
+        XCTAssertEqual(watch.tick(phase: 4), .wait)
+        XCTAssertEqual(watch.tick(phase: 4), .wait)
+        XCTAssertEqual(watch.tick(phase: 6), .wait, "callbacks ran: not quiet")
+        XCTAssertEqual(watch.tick(phase: 6), .wait)
+        XCTAssertEqual(watch.tick(phase: 6), .wait)
+        XCTAssertEqual(watch.tick(phase: 6), .park)
+        watch.reset()
+        XCTAssertEqual(watch.tick(phase: 7), .wait)
+        XCTAssertEqual(watch.tick(phase: 7), .takeOver(7))
+    }
+
+    func testExactlyOneOfTheLeaderAndTheStandbyWinsTheExchange() {
+        let leadership = Leadership()
+        let inCallback = DispatchSemaphore(value: 0)
+        let takenOver = DispatchSemaphore(value: 0)
+        let leaderResult = LockedValue<(left: Bool, leadsAfter: Bool)?>(nil)
+        let finished = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            leadership.lead()
+            XCTAssertTrue(leadership.isCurrentThreadLeader)
+            leadership.enterCallback()
+            XCTAssertTrue(leadership.leaveCallback(), "nobody took over: the leader leaves its callback")
+            leadership.enterCallback()
+            inCallback.signal()
+            takenOver.wait()
+            let left = leadership.leaveCallback()
+            leaderResult.set((left, leadership.isCurrentThreadLeader))
+            finished.signal()
+        }
+        inCallback.wait()
+        let observed = leadership.observe()
+        XCTAssertEqual(observed & 1, 1, "the leader is in a callback")
+        XCTAssertTrue(leadership.takeOver(from: observed))
+        XCTAssertFalse(leadership.takeOver(from: observed), "only once")
+        XCTAssertTrue(leadership.isCurrentThreadLeader)
+        takenOver.signal()
+        finished.wait()
+        XCTAssertEqual(leaderResult.get()?.left, false, "the deposed leader's exchange fails")
+        XCTAssertEqual(leaderResult.get()?.leadsAfter, false)
+        // The new leader's own callbacks work as before.
+        leadership.enterCallback()
+        let paused = leadership.pause()
+        XCTAssertTrue(paused.leads && paused.inCallback)
+        leadership.resume(inCallback: true)
+        XCTAssertTrue(leadership.leaveCallback())
+    }
+}
