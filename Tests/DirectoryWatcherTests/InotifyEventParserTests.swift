@@ -50,13 +50,23 @@ final class InotifyEventParserTests: XCTestCase {
 
     func testNamesKeepBytesThatAreNotUTF8() {
         let name: [UInt8] = [0x66, 0xFF, 0xFE, 0x0A, 0x1B]
-        XCTAssertEqual(parse(record(wd: 3, mask: InotifyMask.create, name: name)).events.first?.name, name)
+        XCTAssertEqual(parse(record(wd: 3, mask: InotifyMask.create, name: name)).events.first?.name, name[...])
     }
 
     func testNameFillingItsWholeLengthNeedsNoTerminator() {
         let name = Array("exactly-16-bytes".utf8)
         XCTAssertEqual(
-            parse(record(wd: 3, mask: InotifyMask.create, name: name, paddedLength: 16)).events.first?.name, name)
+            parse(record(wd: 3, mask: InotifyMask.create, name: name, paddedLength: 16)).events.first?.name, name[...])
+    }
+
+    func testNamesOutliveTheBufferTheyWereReadInto() {
+        // The loop reads every batch into the same buffer: a name must not point into it.
+        var buffer =
+            record(wd: 1, mask: InotifyMask.movedFrom, cookie: 4, name: Array("first".utf8))
+            + record(wd: 1, mask: InotifyMask.create, name: Array("second".utf8))
+        let events = buffer.withUnsafeBytes { InotifyEventParser.parse($0) }.events
+        for index in buffer.indices { buffer[index] = 0xEE }
+        XCTAssertEqual(events.map { Array($0.name) }, [Array("first".utf8), Array("second".utf8)])
     }
 
     func testRecordsAtOddOffsetsAreReadUnaligned() {

@@ -62,6 +62,19 @@ final class WatchTableTests: XCTestCase {
         XCTAssertEqual(table.watches(-1).count, 0, "the overflow descriptor is never in the table")
     }
 
+    func testFileWatchMatchesItsEntryByNameBytes() throws {
+        var table = WatchTable<Subscriber>(inotifyFD: 99, system: FakeKernel().system)
+        let entry = WatchedEntry(name: Array("config".utf8), path: "/etc/app/config")
+        let wd = try table.add(Subscriber(), directory: "/etc/app", mask: InotifyMask.modify, only: entry)
+        let watch = try XCTUnwrap(table.watches(wd).first)
+        // Names arrive as slices of the read buffer, at any offset in it.
+        let read = Array("xxconfigconfig.tmp".utf8)
+        XCTAssertTrue(watch.covers(read[2..<8]))
+        XCTAssertFalse(watch.covers(read[8...]))
+        XCTAssertEqual(watch.path(of: read[2..<8]), "/etc/app/config")
+        XCTAssertEqual(watch.path(of: read[8...]), "/etc/app/config.tmp")
+    }
+
     func testFailedAddLeavesTheTableAlone() {
         var table = WatchTable<Subscriber>(
             inotifyFD: 99, system: System(.live.failing(\.inotifyAddWatch, errno: ENOENT)))

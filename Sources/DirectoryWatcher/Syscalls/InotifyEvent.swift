@@ -8,14 +8,20 @@ struct InotifyEvent: Equatable, Sendable {
     /// Pairs `IN_MOVED_FROM` with `IN_MOVED_TO`; 0 otherwise.
     var cookie: UInt32
     /// The entry's name inside the watched directory, without the kernel's NUL padding.
-    /// Empty for events on the watched object itself.
-    var name: [UInt8]
+    /// Empty for events on the watched object itself. A parsed event's name is a slice of one
+    /// copy of the bytes its read returned, shared by every event of that read, rather than an
+    /// array of its own: one allocation per read instead of one per event.
+    var name: ArraySlice<UInt8>
 
-    init(wd: Int32, mask: UInt32, cookie: UInt32 = 0, name: [UInt8] = []) {
+    init(wd: Int32, mask: UInt32, cookie: UInt32 = 0, name: ArraySlice<UInt8> = []) {
         self.wd = wd
         self.mask = mask
         self.cookie = cookie
         self.name = name
+    }
+
+    init(wd: Int32, mask: UInt32, cookie: UInt32 = 0, name: [UInt8]) {
+        self.init(wd: wd, mask: mask, cookie: cookie, name: name[...])
     }
 
     func has(_ bits: UInt32) -> Bool { mask & bits != 0 }

@@ -14,6 +14,10 @@ enum InotifyEventParser {
     }
 
     static func parse(_ bytes: UnsafeRawBufferPointer) -> Result {
+        // Every event's name is a slice of one copy of the whole read: one allocation per read
+        // rather than one per name. (An event held back for rename pairing keeps its read's copy
+        // alive while it waits.)
+        let storage = [UInt8](bytes)
         var events: [InotifyEvent] = []
         var offset = 0
         while bytes.count - offset >= headerSize {
@@ -25,8 +29,7 @@ enum InotifyEventParser {
             guard length <= bytes.count - nameStart else { break }
             var nameEnd = nameStart
             while nameEnd < nameStart + length && bytes[nameEnd] != 0 { nameEnd += 1 }
-            let name = nameEnd == nameStart ? [] : Array(bytes[nameStart..<nameEnd])
-            events.append(InotifyEvent(wd: wd, mask: mask, cookie: cookie, name: name))
+            events.append(InotifyEvent(wd: wd, mask: mask, cookie: cookie, name: storage[nameStart..<nameEnd]))
             offset = nameStart + length
         }
         return Result(events: events, malformedTrailingBytes: bytes.count - offset)

@@ -20,14 +20,14 @@ struct WatchTable<Subscriber: AnyObject> {
         var entry: WatchedEntry? = nil
 
         /// Whether an event about `name` (empty: the directory itself) concerns this watch.
-        func covers(_ name: [UInt8]) -> Bool {
+        func covers(_ name: ArraySlice<UInt8>) -> Bool {
             guard let entry else { return true }
-            return name == entry.name
+            return name == entry.name[...]
         }
 
         /// The path a change about `name` carries for this subscriber.
-        func path(of name: [UInt8]) -> FileSystemPath {
-            if let entry, name == entry.name { return entry.path }
+        func path(of name: ArraySlice<UInt8>) -> FileSystemPath {
+            if let entry, name == entry.name[...] { return entry.path }
             return directory.appending(bytes: name)
         }
     }
