@@ -42,6 +42,17 @@ final class InotifyEventParserTests: XCTestCase {
                 ], malformedTrailingBytes: 0))
     }
 
+    func testAFullReadOfRecordsComesOutWholeAndInOrder() {
+        let names = (0..<3000).map { Array("entry-\($0)".utf8) }
+        let bytes = names.enumerated().flatMap {
+            record(wd: Int32($0.offset), mask: InotifyMask.create, name: $0.element)
+        }
+        let result = parse(bytes + [0, 0, 0])
+        XCTAssertEqual(result.events.map(\.wd), (0..<3000).map { Int32($0) })
+        XCTAssertEqual(result.events.map { Array($0.name) }, names)
+        XCTAssertEqual(result.malformedTrailingBytes, 3)
+    }
+
     func testOverflowRecordHasDescriptorMinusOne() {
         let events = parse(record(wd: -1, mask: InotifyMask.queueOverflow)).events
         XCTAssertEqual(events.count, 1)

@@ -19,6 +19,7 @@ enum InotifyEventParser {
         // alive while it waits.)
         let storage = [UInt8](bytes)
         var events: [InotifyEvent] = []
+        events.reserveCapacity(recordCount(bytes))
         var offset = 0
         while bytes.count - offset >= headerSize {
             let wd = bytes.loadUnaligned(fromByteOffset: offset, as: Int32.self)
@@ -33,5 +34,19 @@ enum InotifyEventParser {
             offset = nameStart + length
         }
         return Result(events: events, malformedTrailingBytes: bytes.count - offset)
+    }
+
+    /// How many whole records `bytes` holds, from their headers alone, so that the events array
+    /// is allocated once rather than grown a dozen times for a full read.
+    private static func recordCount(_ bytes: UnsafeRawBufferPointer) -> Int {
+        var count = 0
+        var offset = 0
+        while bytes.count - offset >= headerSize {
+            let length = Int(bytes.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self))
+            guard length <= bytes.count - offset - headerSize else { break }
+            count += 1
+            offset += headerSize + length
+        }
+        return count
     }
 }
