@@ -80,6 +80,13 @@ final class InotifyEventParserTests: XCTestCase {
         XCTAssertEqual(events.map { Array($0.name) }, [Array("first".utf8), Array("second".utf8)])
     }
 
+    func testNameEndsAtTheFirstNul() {
+        // The kernel pads with NULs only; a name still ends at the first one whatever follows.
+        var bytes = record(wd: 3, mask: InotifyMask.create, name: Array("ab".utf8), paddedLength: 16)
+        bytes[InotifyEventParser.headerSize + 5] = UInt8(ascii: "z")
+        XCTAssertEqual(parse(bytes).events, [InotifyEvent(wd: 3, mask: InotifyMask.create, name: Array("ab".utf8))])
+    }
+
     func testRecordsAtOddOffsetsAreReadUnaligned() {
         // A buffer that starts one byte into an allocation: every field load is misaligned.
         let bytes = [0xAA] + record(wd: 9, mask: InotifyMask.modify, name: Array("x".utf8))

@@ -1,3 +1,5 @@
+import Glibc
+
 /// Parses the bytes one `read` of an inotify descriptor returned.
 ///
 /// This is the library's only code that reads raw event memory. A record is a 16-byte header
@@ -28,12 +30,19 @@ enum InotifyEventParser {
             let length = Int(bytes.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self))
             let nameStart = offset + headerSize
             guard length <= bytes.count - nameStart else { break }
-            var nameEnd = nameStart
-            while nameEnd < nameStart + length && bytes[nameEnd] != 0 { nameEnd += 1 }
-            events.append(InotifyEvent(wd: wd, mask: mask, cookie: cookie, name: storage[nameStart..<nameEnd]))
+            let nameEnd = nameStart + nameLength(bytes, from: nameStart, upTo: length)
+            events.append(
+                InotifyEvent(wd: wd, mask: mask, cookie: cookie, nameIn: storage, at: nameStart..<nameEnd))
             offset = nameStart + length
         }
         return Result(events: events, malformedTrailingBytes: bytes.count - offset)
+    }
+
+    /// The name's length: up to its first NUL, or all `length` bytes when none pads it.
+    private static func nameLength(_ bytes: UnsafeRawBufferPointer, from start: Int, upTo length: Int) -> Int {
+        guard length > 0, let base = bytes.baseAddress else { return 0 }
+        guard let nul = memchr(base + start, 0, length) else { return length }
+        return UnsafeRawPointer(nul) - (base + start)
     }
 
     /// How many whole records `bytes` holds, from their headers alone, so that the events array
