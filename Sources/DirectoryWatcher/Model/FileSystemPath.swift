@@ -101,7 +101,8 @@ public struct FileSystemPath: Hashable, Comparable, Sendable, CustomStringConver
                 end += 1
             }
             end = buffer[end...].initialize(fromContentsOf: name)
-            return [UInt8](buffer[..<end])
+            assert(end == buffer.count)
+            return [UInt8](buffer)
         }
         return FileSystemPath(trustedBytes: joined)
     }
