@@ -24,6 +24,21 @@ final class FileSystemPathTests: XCTestCase {
         XCTAssertEqual(FileSystemPath("/a").appending(FileSystemPath(bytes: [])), "/a")
     }
 
+    func testAppendingAnEntryName() {
+        XCTAssertEqual(FileSystemPath("/d").appending(bytes: Array("name".utf8)), "/d/name")
+        XCTAssertEqual(FileSystemPath("/").appending(bytes: Array("x".utf8)), "/x", "no second slash after the root")
+        XCTAssertEqual(FileSystemPath("/d/").appending(bytes: Array("x".utf8)), "/d/x")
+        XCTAssertEqual(FileSystemPath("/d").appending(bytes: [UInt8]()), "/d")
+        // Parsed names are slices of a larger buffer: only the slice's bytes count.
+        let read = Array("..name..".utf8)
+        XCTAssertEqual(FileSystemPath("/d").appending(bytes: read[2..<6]), "/d/name")
+        XCTAssertEqual(FileSystemPath("/d").appending(bytes: [0xFF, 0x0A]).bytes, Array("/d/".utf8) + [0xFF, 0x0A])
+        // As long as Linux allows (PATH_MAX, NAME_MAX): past any stack scratch space.
+        let directory = FileSystemPath(bytes: [UInt8(ascii: "/")] + [UInt8](repeating: UInt8(ascii: "a"), count: 3839))
+        let name = [UInt8](repeating: UInt8(ascii: "b"), count: 255)
+        XCTAssertEqual(directory.appending(bytes: name).bytes, directory.bytes + [UInt8(ascii: "/")] + name)
+    }
+
     func testBytesThatAreNotUTF8() {
         let path = FileSystemPath(bytes: [0x2F, 0x61, 0xFF, 0xC3, 0xA9, 0x80])
         XCTAssertNil(path.string)

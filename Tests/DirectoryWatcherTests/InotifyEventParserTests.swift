@@ -42,6 +42,17 @@ final class InotifyEventParserTests: XCTestCase {
                 ], malformedTrailingBytes: 0))
     }
 
+    func testAFullReadOfRecordsComesOutWholeAndInOrder() {
+        let names = (0..<3000).map { Array("entry-\($0)".utf8) }
+        let bytes = names.enumerated().flatMap {
+            record(wd: Int32($0.offset), mask: InotifyMask.create, name: $0.element)
+        }
+        let result = parse(bytes + [0, 0, 0])
+        XCTAssertEqual(result.events.map(\.wd), (0..<3000).map { Int32($0) })
+        XCTAssertEqual(result.events.map { Array($0.name) }, names)
+        XCTAssertEqual(result.malformedTrailingBytes, 3)
+    }
+
     func testOverflowRecordHasDescriptorMinusOne() {
         let events = parse(record(wd: -1, mask: InotifyMask.queueOverflow)).events
         XCTAssertEqual(events.count, 1)
@@ -50,13 +61,30 @@ final class InotifyEventParserTests: XCTestCase {
 
     func testNamesKeepBytesThatAreNotUTF8() {
         let name: [UInt8] = [0x66, 0xFF, 0xFE, 0x0A, 0x1B]
-        XCTAssertEqual(parse(record(wd: 3, mask: InotifyMask.create, name: name)).events.first?.name, name)
+        XCTAssertEqual(parse(record(wd: 3, mask: InotifyMask.create, name: name)).events.first?.name, name[...])
     }
 
     func testNameFillingItsWholeLengthNeedsNoTerminator() {
         let name = Array("exactly-16-bytes".utf8)
         XCTAssertEqual(
-            parse(record(wd: 3, mask: InotifyMask.create, name: name, paddedLength: 16)).events.first?.name, name)
+            parse(record(wd: 3, mask: InotifyMask.create, name: name, paddedLength: 16)).events.first?.name, name[...])
+    }
+
+    func testNamesOutliveTheBufferTheyWereReadInto() {
+        // The loop reads every batch into the same buffer: a name must not point into it.
+        var buffer =
+            record(wd: 1, mask: InotifyMask.movedFrom, cookie: 4, name: Array("first".utf8))
+            + record(wd: 1, mask: InotifyMask.create, name: Array("second".utf8))
+        let events = buffer.withUnsafeBytes { InotifyEventParser.parse($0) }.events
+        for index in buffer.indices { buffer[index] = 0xEE }
+        XCTAssertEqual(events.map { Array($0.name) }, [Array("first".utf8), Array("second".utf8)])
+    }
+
+    func testNameEndsAtTheFirstNul() {
+        // The kernel pads with NULs only; a name still ends at the first one whatever follows.
+        var bytes = record(wd: 3, mask: InotifyMask.create, name: Array("ab".utf8), paddedLength: 16)
+        bytes[InotifyEventParser.headerSize + 5] = UInt8(ascii: "z")
+        XCTAssertEqual(parse(bytes).events, [InotifyEvent(wd: 3, mask: InotifyMask.create, name: Array("ab".utf8))])
     }
 
     func testRecordsAtOddOffsetsAreReadUnaligned() {

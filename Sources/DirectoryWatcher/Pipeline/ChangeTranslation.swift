@@ -26,7 +26,7 @@ enum ChangeTranslation {
                 return nil
             }
         }
-        if let entry, entry.name != event.name { return nil }
+        if let entry, entry.name[...] != event.name { return nil }
         guard let kind = kind(of: event.mask & mask) else { return nil }
         let path = entry?.path ?? directory.appending(bytes: event.name)
         return DirectoryChange(kind: kind, path: path, isDirectory: isDirectory)

@@ -7,15 +7,34 @@ struct InotifyEvent: Equatable, Sendable {
     var mask: UInt32
     /// Pairs `IN_MOVED_FROM` with `IN_MOVED_TO`; 0 otherwise.
     var cookie: UInt32
+    /// Holds the name at `nameStart..<nameEnd`: for a parsed event, one copy of the bytes its read
+    /// returned, shared by every event of that read, so a read allocates once rather than once
+    /// per name. (A plain array and two offsets rather than an `ArraySlice`: copying the event,
+    /// as every stage does, is then one inline retain.)
+    private let storage: [UInt8]
+    private let nameStart: Int32
+    private let nameEnd: Int32
+
     /// The entry's name inside the watched directory, without the kernel's NUL padding.
     /// Empty for events on the watched object itself.
-    var name: [UInt8]
+    var name: ArraySlice<UInt8> { storage[Int(nameStart)..<Int(nameEnd)] }
 
     init(wd: Int32, mask: UInt32, cookie: UInt32 = 0, name: [UInt8] = []) {
+        self.init(wd: wd, mask: mask, cookie: cookie, nameIn: name, at: 0..<name.count)
+    }
+
+    /// An event whose name is `storage[range]`.
+    init(wd: Int32, mask: UInt32, cookie: UInt32, nameIn storage: [UInt8], at range: Range<Int>) {
         self.wd = wd
         self.mask = mask
         self.cookie = cookie
-        self.name = name
+        self.storage = storage
+        self.nameStart = Int32(range.lowerBound)
+        self.nameEnd = Int32(range.upperBound)
+    }
+
+    static func == (lhs: InotifyEvent, rhs: InotifyEvent) -> Bool {
+        lhs.wd == rhs.wd && lhs.mask == rhs.mask && lhs.cookie == rhs.cookie && lhs.name == rhs.name
     }
 
     func has(_ bits: UInt32) -> Bool { mask & bits != 0 }

@@ -1,3 +1,5 @@
+import Glibc
+
 /// Parses the bytes one `read` of an inotify descriptor returned.
 ///
 /// This is the library's only code that reads raw event memory. A record is a 16-byte header
@@ -14,7 +16,12 @@ enum InotifyEventParser {
     }
 
     static func parse(_ bytes: UnsafeRawBufferPointer) -> Result {
+        // Every event's name is a slice of one copy of the whole read: one allocation per read
+        // rather than one per name. (An event held back for rename pairing keeps its read's copy
+        // alive while it waits.)
+        let storage = [UInt8](bytes)
         var events: [InotifyEvent] = []
+        events.reserveCapacity(recordCount(bytes))
         var offset = 0
         while bytes.count - offset >= headerSize {
             let wd = bytes.loadUnaligned(fromByteOffset: offset, as: Int32.self)
@@ -23,12 +30,32 @@ enum InotifyEventParser {
             let length = Int(bytes.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self))
             let nameStart = offset + headerSize
             guard length <= bytes.count - nameStart else { break }
-            var nameEnd = nameStart
-            while nameEnd < nameStart + length && bytes[nameEnd] != 0 { nameEnd += 1 }
-            let name = nameEnd == nameStart ? [] : Array(bytes[nameStart..<nameEnd])
-            events.append(InotifyEvent(wd: wd, mask: mask, cookie: cookie, name: name))
+            let nameEnd = nameStart + nameLength(bytes, from: nameStart, upTo: length)
+            events.append(
+                InotifyEvent(wd: wd, mask: mask, cookie: cookie, nameIn: storage, at: nameStart..<nameEnd))
             offset = nameStart + length
         }
         return Result(events: events, malformedTrailingBytes: bytes.count - offset)
+    }
+
+    /// The name's length: up to its first NUL, or all `length` bytes when none pads it.
+    private static func nameLength(_ bytes: UnsafeRawBufferPointer, from start: Int, upTo length: Int) -> Int {
+        guard length > 0, let base = bytes.baseAddress else { return 0 }
+        guard let nul = memchr(base + start, 0, length) else { return length }
+        return UnsafeRawPointer(nul) - (base + start)
+    }
+
+    /// How many whole records `bytes` holds, from their headers alone, so that the events array
+    /// is allocated once rather than grown a dozen times for a full read.
+    private static func recordCount(_ bytes: UnsafeRawBufferPointer) -> Int {
+        var count = 0
+        var offset = 0
+        while bytes.count - offset >= headerSize {
+            let length = Int(bytes.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self))
+            guard length <= bytes.count - offset - headerSize else { break }
+            count += 1
+            offset += headerSize + length
+        }
+        return count
     }
 }

@@ -20,14 +20,14 @@ struct WatchTable<Subscriber: AnyObject> {
         var entry: WatchedEntry? = nil
 
         /// Whether an event about `name` (empty: the directory itself) concerns this watch.
-        func covers(_ name: [UInt8]) -> Bool {
+        func covers(_ name: ArraySlice<UInt8>) -> Bool {
             guard let entry else { return true }
-            return name == entry.name
+            return name == entry.name[...]
         }
 
         /// The path a change about `name` carries for this subscriber.
-        func path(of name: [UInt8]) -> FileSystemPath {
-            if let entry, name == entry.name { return entry.path }
+        func path(of name: ArraySlice<UInt8>) -> FileSystemPath {
+            if let entry, name == entry.name[...] { return entry.path }
             return directory.appending(bytes: name)
         }
     }
@@ -37,7 +37,7 @@ struct WatchTable<Subscriber: AnyObject> {
         var kernelMask: UInt32
     }
 
-    private(set) var entries: [Int32: Entry] = [:]
+    private var entries: [Descriptor: Entry] = [:]
     let inotifyFD: Int32
     let system: System
 
@@ -56,46 +56,69 @@ struct WatchTable<Subscriber: AnyObject> {
     ) throws(SyscallError) -> Int32 {
         let wd = try system.inotifyAddWatch(inotifyFD, path: directory, mask: mask | flags | InotifyMask.maskAdd)
         let watch = Watch(subscriber: subscriber, directory: directory, mask: mask, entry: only)
-        if var entry = entries[wd] {
+        if var entry = entries[Descriptor(wd)] {
             entry.kernelMask |= mask
             if let index = entry.watches.firstIndex(where: { $0.subscriber === subscriber }) {
                 entry.watches[index].mask |= mask
             } else {
                 entry.watches.append(watch)
             }
-            entries[wd] = entry
+            entries[Descriptor(wd)] = entry
         } else {
-            entries[wd] = Entry(watches: [watch], kernelMask: mask)
+            entries[Descriptor(wd)] = Entry(watches: [watch], kernelMask: mask)
         }
         return wd
     }
 
     /// Removes `subscriber` from `wd`; removes the kernel watch when no subscriber is left.
     mutating func remove(_ subscriber: Subscriber, from wd: Int32) {
-        guard var entry = entries[wd] else { return }
+        guard var entry = entries[Descriptor(wd)] else { return }
         entry.watches.removeAll { $0.subscriber === subscriber }
         if entry.watches.isEmpty {
-            entries[wd] = nil
+            entries[Descriptor(wd)] = nil
             // EINVAL here means the kernel dropped the watch already (the directory is gone and its
             // IN_IGNORED is still queued): nothing is left to remove.
             try? system.inotifyRemoveWatch(inotifyFD, wd)
         } else {
-            entries[wd] = entry
+            entries[Descriptor(wd)] = entry
         }
     }
 
     /// The kernel dropped `wd` (`IN_IGNORED`): forgets it and returns the watches it served.
     mutating func kernelDropped(_ wd: Int32) -> [Watch] {
-        entries.removeValue(forKey: wd)?.watches ?? []
+        entries.removeValue(forKey: Descriptor(wd))?.watches ?? []
     }
 
     /// The watches `wd` serves; empty for a descriptor that is gone (events still queued for a
     /// watch removed a moment ago, or the overflow event's -1).
     func watches(_ wd: Int32) -> [Watch] {
-        entries[wd]?.watches ?? []
+        entries[Descriptor(wd)]?.watches ?? []
+    }
+
+    /// The mask the kernel watch `wd` was asked for: the union of its subscribers' masks.
+    func kernelMask(_ wd: Int32) -> UInt32? {
+        entries[Descriptor(wd)]?.kernelMask
     }
 
     var count: Int { entries.count }
+
+    /// A watch descriptor as the table's key, hashed to itself. The table is looked up for every
+    /// event, and Swift's default hashing (seeded SipHash) of an `Int32` costs about 90
+    /// instructions per lookup. Identity suits these keys: the kernel hands descriptors out as
+    /// small increasing numbers, which spread over the buckets without collisions, and nobody
+    /// outside can choose them to make them collide.
+    private struct Descriptor: Hashable {
+        let wd: Int32
+
+        init(_ wd: Int32) { self.wd = wd }
+
+        func hash(into hasher: inout Hasher) { hasher.combine(wd) }
+
+        /// What `Dictionary` calls instead of ``hash(into:)`` when a type provides it (the
+        /// standard library's customization point for a cheaper hash); the seed only varies
+        /// iteration order between dictionaries, which nothing here relies on.
+        func _rawHashValue(seed: Int) -> Int { Int(wd) }
+    }
 }
 
 /// The one entry a file watch follows in its directory.
