@@ -80,13 +80,16 @@ final class Subscription: @unchecked Sendable {
         var batch = loop.pending
         let ends = loop.endsWithBatch
         loop.pending = []
-        if backlog.load(ordering: .relaxed) < Self.backlogLimit {
+        let room = Self.backlogLimit - backlog.load(ordering: .relaxed)
+        if batch.count <= room {
             loop.isOverflowing = false
         } else if !ends {
-            // Blocked for long: one overflow stands for everything until the backlog is delivered.
+            // Blocked for long: what fits, then one overflow that stands for everything until the
+            // backlog has been delivered.
             if loop.isOverflowing { return nil }
             loop.isOverflowing = true
-            batch = [DirectoryChange(kind: .overflow, path: root, isDirectory: true)]
+            batch.removeLast(batch.count - max(room, 0))
+            batch.append(DirectoryChange(kind: .overflow, path: root, isDirectory: true))
         }
         let count = batch.count
         backlog.add(count, ordering: .relaxed)
