@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 #include "CDirectoryWatcherShims.h"
@@ -50,4 +51,15 @@ uint64_t cdw_leader_phase(void) {
 
 void cdw_set_leader_phase(uint64_t phase) {
     leader_phase = phase;
+}
+
+int cdw_thread_create(pthread_t *thread, void *(*body)(void *), void *argument) {
+    sigset_t all, previous;
+    sigfillset(&all);
+    // The new thread inherits the creating thread's mask; the creator gets its own back.
+    int result = pthread_sigmask(SIG_SETMASK, &all, &previous);
+    if (result != 0) return result;
+    result = pthread_create(thread, NULL, body, argument);
+    pthread_sigmask(SIG_SETMASK, &previous, NULL);
+    return result;
 }

@@ -48,6 +48,13 @@ public enum DirWatch {
         }
 
         signal(SIGPIPE, SIG_IGN)  // a closed stdout shows up as EPIPE, handled where we write
+        // Dispatch reads SIGINT and SIGTERM through a signalfd, which sees a signal only while
+        // every thread blocks it; blocked here, before any thread starts, every thread inherits it.
+        var interrupts = sigset_t()
+        sigemptyset(&interrupts)
+        sigaddset(&interrupts, SIGINT)
+        sigaddset(&interrupts, SIGTERM)
+        pthread_sigmask(SIG_BLOCK, &interrupts, nil)
         let session = Session(options: options)
         session.start()
         dispatchMain()

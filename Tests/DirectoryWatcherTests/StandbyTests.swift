@@ -117,6 +117,30 @@ final class StandbyTests: WatchedDirectoryTestCase {
         XCTAssertEqual(before.map(\.path), expected.map { FileSystemPath($0) })
     }
 
+    func testLoopThreadsLeaveTheProcessSignalsToTheAppsThreads() throws {
+        try watch { try DirectoryWatcher.watchFolder(path: directory.path, delegate: $0) }
+        directory.touch("start-the-standby")
+        waitForDelivery(watcher)
+        var checked = 0
+        for task in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? [] {
+            let status = (try? String(contentsOfFile: "/proc/self/task/\(task)/status", encoding: .utf8)) ?? ""
+            let fields = Dictionary(
+                status.split(separator: "\n").compactMap { line -> (String, String)? in
+                    let parts = line.split(separator: ":", maxSplits: 1)
+                    guard parts.count == 2 else { return nil }
+                    return (String(parts[0]), parts[1].trimmingCharacters(in: .whitespaces))
+                }, uniquingKeysWith: { first, _ in first })
+            guard fields["Name"] == EventLoop.threadName, let blocked = UInt64(fields["SigBlk"] ?? "", radix: 16) else {
+                continue
+            }
+            for signal in [SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGCHLD] {
+                XCTAssertNotEqual(blocked & (1 << UInt64(signal - 1)), 0, "signal \(signal) blocked on thread \(task)")
+            }
+            checked += 1
+        }
+        XCTAssertGreaterThanOrEqual(checked, 2, "the leader and the standby")
+    }
+
     func testWatchingAndInvalidatingInsideACallbackDoNotWaitForTheStandby() throws {
         let other = TemporaryDirectory()
         let made = LockedValue<DirectoryWatcher?>(nil)

@@ -1,6 +1,7 @@
 #ifndef C_DIRECTORY_WATCHER_SHIMS_H
 #define C_DIRECTORY_WATCHER_SHIMS_H
 
+#include <pthread.h>
 #include <stdint.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -29,6 +30,11 @@ void cdw_callback_depth_add(int delta);
 /// so a deposed leader can never act on the phase its successor stored.
 uint64_t cdw_leader_phase(void);
 void cdw_set_leader_phase(uint64_t phase);
+/// pthread_create for a library thread: the thread starts with every signal blocked, so the
+/// process's signals go to the app's threads (where a signal handler, a sigwait or a signalfd
+/// expects them), never to a loop thread that would leave them pending or run a handler in the
+/// middle of a callback. Returns pthread_create's result.
+int cdw_thread_create(pthread_t *thread, void *(*body)(void *), void *argument);
 /// The process environment (`environ`), which Swift 6 cannot read as a global variable.
 char *const *cdw_environ(void);
 

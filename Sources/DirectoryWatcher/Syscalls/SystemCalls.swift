@@ -48,7 +48,7 @@ struct SystemCalls: Sendable {
         futimens: { Glibc.futimens($0, $1) },
         close: { Glibc.close($0) },
         getcwd: { Glibc.getcwd($0, $1) },
-        pthreadCreate: { Glibc.pthread_create($0, nil, $2, $1) },
+        pthreadCreate: { cdw_thread_create($0, $2, $1) },
         readlink: { Glibc.readlink($0, $1, $2) }
     )
 }
