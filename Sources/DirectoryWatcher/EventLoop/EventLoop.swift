@@ -41,10 +41,10 @@ final class EventLoop: @unchecked Sendable {
     static let exitingThreadName = "DirWatcher exit"
 
     let system: System
-    private let clock: @Sendable () -> UInt64
-    private let inbox: TaskInbox
-    private let leadership = Leadership()
-    private let threads = LoopThreads()
+    let clock: @Sendable () -> UInt64
+    let inbox: TaskInbox
+    let leadership = Leadership()
+    let threads = LoopThreads()
 
     // Set in init; closed by the leader as the loop stops.
     let inotifyFD: Int32
@@ -52,11 +52,11 @@ final class EventLoop: @unchecked Sendable {
     private let barrierFD: Int32
 
     // The leader's.
-    private let router: Router
-    private var ready: [Mailbox] = []
-    private var readyHead = 0
+    let router: Router
+    var ready: [Mailbox] = []
+    var readyHead = 0
     private var queueDrained = true
-    private var running = true
+    var running = true
     private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: EventLoop.readBufferSize, alignment: 16)
     private let tokens = UnsafeMutablePointer<UInt64>.allocate(capacity: 4)
     private let readiness = UnsafeMutablePointer<UInt32>.allocate(capacity: 4)
@@ -64,7 +64,7 @@ final class EventLoop: @unchecked Sendable {
     /// Opens the descriptors and starts the first thread.
     init(
         system: System = System(), pairingWindow: UInt64 = 10_000_000,
-        clock: @escaping @Sendable () -> UInt64 = EventLoop.monotonicNow
+        clock: @escaping @Sendable () -> UInt64 = System.monotonicNow
     ) throws(SyscallError) {
         self.system = system
         self.clock = clock
@@ -120,152 +120,11 @@ final class EventLoop: @unchecked Sendable {
         }
     }
 
-    static func monotonicNow() -> UInt64 {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
-    }
-
-    // MARK: - From any thread
-
-    /// Runs `task` on the leader. False when the loop is shutting down (the task never runs).
-    @discardableResult
-    func execute(_ task: @escaping TaskInbox.Task) -> Bool {
-        inbox.execute(task)
-    }
-
-    /// Runs `body` on the leader and returns its result; nil when the loop is shutting down. On
-    /// the leader itself (inside a callback), runs it at once.
-    func submitAndWait<Result: Sendable>(_ body: @escaping @Sendable (EventLoop) -> Result) -> Result? {
-        let (leads, inCallback) = leadership.pause()
-        if leads {
-            defer { resumeCallback(inCallback) }
-            return body(self)
-        }
-        let box = ResultBox<Result>()
-        let done = DispatchSemaphore(value: 0)
-        guard
-            execute({ loop in
-                box.value = body(loop)
-                done.signal()  // the semaphore orders the write before the read below
-            })
-        else { return nil }
-        done.wait()
-        return box.value
-    }
-
-    /// Stops the loop, whose leader closes the descriptors. Returns once its threads have exited,
-    /// except on one of them (the last watcher invalidated inside a callback), which cannot wait
-    /// for itself: a Dispatch worker joins them instead. Later calls return at once.
-    func shutdown() {
-        guard inbox.stop({ loop in loop.running = false }) else { return }
-        if threads.isMember {
-            DispatchQueue.global().async { [self] in
-                inbox.waitUntilExited()
-                threads.joinAll()
-            }
-        } else {
-            inbox.waitUntilExited()
-            threads.joinAll()
-        }
-    }
-
-    /// When the loop is stopping, returns once it has stopped (``waitUntilExited()``); at once
-    /// while it runs.
-    func waitIfStopping() {
-        if !inbox.isOpen { waitUntilExited() }
-    }
-
-    /// Returns once the descriptors are closed and the threads joined, however the loop was
-    /// stopped (tests: a loop stopped from its own thread is joined by a Dispatch worker).
-    func waitUntilExited() {
-        inbox.waitUntilExited()
-        threads.waitUntilJoined()
-    }
-
-    // MARK: - Threads
-
-    private final class ThreadStart {
-        let loop: EventLoop
-        let role: LoopThreads.Role
-        init(loop: EventLoop, role: LoopThreads.Role) {
-            self.loop = loop
-            self.role = role
-        }
-    }
-
-    /// Starts a thread that keeps the loop alive until it exits; nil at the thread limit.
-    private func createThread(_ role: LoopThreads.Role, failure: inout Int32) -> pthread_t? {
-        let start = Unmanaged.passRetained(ThreadStart(loop: self, role: role))
-        var handle = pthread_t()
-        let result = system.calls.pthreadCreate(&handle, start.toOpaque()) { argument in
-            let start = Unmanaged<ThreadStart>.fromOpaque(argument!).takeRetainedValue()
-            start.loop.threadMain(startingAs: start.role)
-            return nil
-        }
-        guard result == 0 else {
-            start.release()
-            failure = result
-            return nil
-        }
-        return handle
-    }
-
-    private func startStandby() -> pthread_t? {
-        var failure: Int32 = 0
-        return createThread(.standby, failure: &failure)
-    }
-
-    private func threadMain(startingAs role: LoopThreads.Role) {
-        CallbackContext.enterForThreadLifetime()
-        cdw_set_thread_name(Self.threadName)
-        var leads = role == .leading
-        if leads { leadership.lead() }
-        while true {
-            if leads {
-                if lead() { break }
-                // Deposed in a callback, whose watcher's deliveries this thread has finished.
-                threads.setRole(.deposed)
-                guard threads.deposedLeaderIsFree() else { break }
-                leads = false
-            } else {
-                guard stand() else { break }
-                leads = true
-            }
-        }
-        // pthread_join returns a moment before the kernel drops this thread from
-        // /proc/self/task; renaming it first means a thread named `threadName` is a running one.
-        cdw_set_thread_name(Self.exitingThreadName)
-        threads.finish()
-    }
-
-    /// Stands by until it takes the lead (true) or the loop closes (false).
-    private func stand() -> Bool {
-        var watch = StallWatch(ticksBeforeParking: LoopThreads.ticksBeforeParking)
-        while true {
-            let phase = leadership.observe()
-            switch watch.tick(phase: phase) {
-            case .takeOver(let observed):
-                if leadership.takeOver(from: observed) {
-                    threads.standbyLeads()
-                    return true
-                }
-            case .park:
-                guard threads.park(stillQuiet: { leadership.observe() == phase }) else { return false }
-                watch.reset()
-                continue
-            case .wait:
-                break
-            }
-            guard threads.tick() else { return false }
-        }
-    }
-
     // MARK: - Leading
 
     /// Leads until the loop stops (true: this thread closed it) or a standby takes the lead from a
     /// callback running on this thread (false).
-    private func lead() -> Bool {
+    func lead() -> Bool {
         while running {
             let count: Int
             do {
@@ -321,51 +180,6 @@ final class EventLoop: @unchecked Sendable {
         }
     }
 
-    /// Runs the ready mailboxes in order until none is left or the kernel queue is due a read
-    /// (the rest run after it). False when this thread was deposed in a callback.
-    private func deliverReady() -> Bool {
-        guard readyHead < ready.count else { return true }
-        let started = clock()
-        while readyHead < ready.count {
-            let mailbox = ready[readyHead]
-            readyHead += 1
-            guard run(mailbox) else { return false }
-            if readyHead < ready.count, clock() &- started > Self.readingSlice { return true }
-        }
-        ready.removeAll(keepingCapacity: true)
-        readyHead = 0
-        return true
-    }
-
-    /// Drains `mailbox`. A block that may block runs in the callback phase with a standby awake;
-    /// when the standby took the lead meanwhile, this thread no longer leads: it runs the rest of
-    /// this watcher's deliveries (no other thread will, the mailbox being scheduled) and returns
-    /// false without touching the leader's state again.
-    private func run(_ mailbox: Mailbox) -> Bool {
-        while let blocks = mailbox.next() {
-            for (index, block) in blocks.enumerated() {
-                guard mailbox.mayBlock else {
-                    block()
-                    continue
-                }
-                resumeCallback(true)
-                block()
-                guard leadership.leaveCallback() else {
-                    for rest in blocks[(index + 1)...] { rest() }
-                    mailbox.drain()
-                    return false
-                }
-            }
-        }
-        return true
-    }
-
-    private func resumeCallback(_ inCallback: Bool) {
-        guard inCallback else { return }
-        leadership.enterCallback()
-        threads.ensureStandby(start: startStandby)
-    }
-
     /// The loop is stopping. What is still to be delivered goes to Dispatch: the thread that
     /// stops the loop may be waiting for these descriptors to close, and a callback run here
     /// could be waiting for that thread.
@@ -383,22 +197,4 @@ final class EventLoop: @unchecked Sendable {
         inbox.markExited()
     }
 
-    // MARK: - Tasks (run on the leader)
-
-    func subscribe(_ subscription: Subscription) -> SyscallError? {
-        router.subscribe(subscription)
-    }
-
-    func unsubscribe(_ subscription: Subscription) {
-        router.unsubscribe(subscription)
-    }
-
-    func requestBarrier(for subscription: Subscription, completion: @escaping @Sendable () -> Void) {
-        router.requestBarrier(for: subscription, completion: completion)
-    }
-}
-
-/// Carries a task's result back to the thread waiting for it.
-private final class ResultBox<Value>: @unchecked Sendable {
-    var value: Value?
 }

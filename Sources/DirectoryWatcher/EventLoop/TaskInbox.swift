@@ -1,3 +1,5 @@
+import Dispatch
+
 /// The way into a loop from other threads: tasks, the eventfd that wakes the leader for them, and
 /// the loop's life.
 ///
@@ -97,4 +99,67 @@ final class TaskInbox: @unchecked Sendable {
             exited = true
         }
     }
+}
+
+/// The loop's interface to other threads, through its inbox.
+extension EventLoop {
+    /// Runs `task` on the leader. False when the loop is shutting down (the task never runs).
+    @discardableResult
+    func execute(_ task: @escaping TaskInbox.Task) -> Bool {
+        inbox.execute(task)
+    }
+
+    /// Runs `body` on the leader and returns its result; nil when the loop is shutting down. On
+    /// the leader itself (inside a callback), runs it at once.
+    func submitAndWait<Result: Sendable>(_ body: @escaping @Sendable (EventLoop) -> Result) -> Result? {
+        let (leads, inCallback) = leadership.pause()
+        if leads {
+            defer { resumeCallback(inCallback) }
+            return body(self)
+        }
+        let box = ResultBox<Result>()
+        let done = DispatchSemaphore(value: 0)
+        guard
+            execute({ loop in
+                box.value = body(loop)
+                done.signal()  // the semaphore orders the write before the read below
+            })
+        else { return nil }
+        done.wait()
+        return box.value
+    }
+
+    /// Stops the loop, whose leader closes the descriptors. Returns once its threads have exited,
+    /// except on one of them (the last watcher invalidated inside a callback), which cannot wait
+    /// for itself: a Dispatch worker joins them instead. Later calls return at once.
+    func shutdown() {
+        guard inbox.stop({ loop in loop.running = false }) else { return }
+        if threads.isMember {
+            DispatchQueue.global().async { [self] in
+                inbox.waitUntilExited()
+                threads.joinAll()
+            }
+        } else {
+            inbox.waitUntilExited()
+            threads.joinAll()
+        }
+    }
+
+    /// When the loop is stopping, returns once it has stopped (``waitUntilExited()``); at once
+    /// while it runs.
+    func waitIfStopping() {
+        if !inbox.isOpen { waitUntilExited() }
+    }
+
+    /// Returns once the descriptors are closed and the threads joined, however the loop was
+    /// stopped (tests: a loop stopped from its own thread is joined by a Dispatch worker).
+    func waitUntilExited() {
+        inbox.waitUntilExited()
+        threads.waitUntilJoined()
+    }
+}
+
+/// Carries a task's result back to the thread waiting for it.
+private final class ResultBox<Value>: @unchecked Sendable {
+    var value: Value?
 }

@@ -238,7 +238,7 @@ public final class DirectoryWatcher: @unchecked Sendable {
         // The closure forms have no owner to keep their delegate alive: the watcher does.
         if retainingDelegate { watcher.lock.withLock { watcher.retainedDelegate = delegate } }
         subscription.receiver = watcher
-        switch lease.loop.submitAndWait({ loop in loop.subscribe(subscription) }) {
+        switch lease.loop.submitAndWait({ loop in loop.router.subscribe(subscription) }) {
         case .some(nil):
             return watcher
         case .some(let failure?):
@@ -279,7 +279,7 @@ public final class DirectoryWatcher: @unchecked Sendable {
     /// sequence's termination runs while Swift's runtime holds a lock that a delivery needs).
     func invalidate(waiting: Bool) {
         guard subscription.gate.close(waiting: waiting) else { return }
-        lease.loop.execute { [subscription] loop in loop.unsubscribe(subscription) }
+        lease.loop.execute { [subscription] loop in loop.router.unsubscribe(subscription) }
         lease.release()
         lock.withLock { retainedDelegate = nil }
     }
@@ -292,7 +292,9 @@ public final class DirectoryWatcher: @unchecked Sendable {
     /// queued. On an invalidated watcher, `completion` still runs, so nothing waits forever.
     public func barrier(_ completion: @escaping @Sendable () -> Void) {
         let subscription = subscription
-        let accepted = lease.loop.execute { loop in loop.requestBarrier(for: subscription, completion: completion) }
+        let accepted = lease.loop.execute { loop in
+            loop.router.requestBarrier(for: subscription, completion: completion)
+        }
         guard !accepted else { return }
         // The loop has stopped (this watcher was invalidated, and was the last): the completion
         // runs behind any callback of this watcher still running.

@@ -62,6 +62,13 @@ struct System: Sendable {
 
     init(_ calls: SystemCalls = .live) { self.calls = calls }
 
+    /// Nanoseconds of CLOCK_MONOTONIC (through the vDSO: no system call, nothing to fake).
+    static func monotonicNow() -> UInt64 {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
+    }
+
     /// Runs `body` until it does not fail with `EINTR`; -1 becomes a ``SyscallError``.
     @inline(__always)
     private func retrying<Result: FixedWidthInteger>(

@@ -1,0 +1,48 @@
+/// Running the callbacks the router scheduled, on the leader, with a standby awake for those that
+/// may block.
+extension EventLoop {
+    /// Runs the ready mailboxes in order until none is left or the kernel queue is due a read
+    /// (the rest run after it). False when this thread was deposed in a callback.
+    func deliverReady() -> Bool {
+        guard readyHead < ready.count else { return true }
+        let started = clock()
+        while readyHead < ready.count {
+            let mailbox = ready[readyHead]
+            readyHead += 1
+            guard run(mailbox) else { return false }
+            if readyHead < ready.count, clock() &- started > Self.readingSlice { return true }
+        }
+        ready.removeAll(keepingCapacity: true)
+        readyHead = 0
+        return true
+    }
+
+    /// Drains `mailbox`. A block that may block runs in the callback phase with a standby awake;
+    /// when the standby took the lead meanwhile, this thread no longer leads: it runs the rest of
+    /// this watcher's deliveries (no other thread will, the mailbox being scheduled) and returns
+    /// false without touching the leader's state again.
+    private func run(_ mailbox: Mailbox) -> Bool {
+        while let blocks = mailbox.next() {
+            for (index, block) in blocks.enumerated() {
+                guard mailbox.mayBlock else {
+                    block()
+                    continue
+                }
+                resumeCallback(true)
+                block()
+                guard leadership.leaveCallback() else {
+                    for rest in blocks[(index + 1)...] { rest() }
+                    mailbox.drain()
+                    return false
+                }
+            }
+        }
+        return true
+    }
+
+    func resumeCallback(_ inCallback: Bool) {
+        guard inCallback else { return }
+        leadership.enterCallback()
+        threads.ensureStandby(start: startStandby)
+    }
+}
