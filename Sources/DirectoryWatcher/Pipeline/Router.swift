@@ -60,7 +60,13 @@ final class Router {
     /// One event read from the kernel, at `now`.
     func receive(_ event: InotifyEvent, now: UInt64) {
         assert(isOnLoopThread())
-        pairing.push(event, now: now) { handle($0) }
+        // Most events pass straight through: nothing is held back and this is no rename's first
+        // half (a second half finds no partner while nothing is held).
+        if pairing.isEmpty && !(event.has(InotifyMask.movedFrom) && event.cookie != 0) {
+            handle(event)
+        } else {
+            pairing.push(event, now: now) { handle($0) }
+        }
     }
 
     /// Lets go of rename halves whose partner did not come in time.
