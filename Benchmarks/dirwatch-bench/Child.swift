@@ -19,17 +19,21 @@ enum Child {
         do throws(BenchError) {
             switch (arguments.first, arguments.count) {
             case ("library-watch", 3):
+                try libraryWatch(directory: arguments[1], reports: arguments[2] == "report", delivery: .automatic)
+            case ("libraryQueue-watch", 3):
                 try libraryWatch(directory: arguments[1], reports: arguments[2] == "report", delivery: .queue)
-            case ("libraryLoop-watch", 3):
-                try libraryWatch(directory: arguments[1], reports: arguments[2] == "report", delivery: .eventLoopThread)
             case ("floor-watch", 3):
                 try floorWatch(directory: arguments[1], reports: arguments[2] == "report", handOff: false)
             case ("handoff-watch", 3):
                 try floorWatch(directory: arguments[1], reports: arguments[2] == "report", handOff: true)
             case ("library-many", 3):
+                try libraryMany(parent: arguments[1], count: Int(arguments[2]) ?? 0, delivery: .automatic)
+            case ("libraryQueue-many", 3):
                 try libraryMany(parent: arguments[1], count: Int(arguments[2]) ?? 0, delivery: .queue)
-            case ("libraryLoop-many", 3):
-                try libraryMany(parent: arguments[1], count: Int(arguments[2]) ?? 0, delivery: .eventLoopThread)
+            case ("library-slow", 3):
+                try librarySlow(parent: arguments[1], count: Int(arguments[2]) ?? 0, delivery: .automatic)
+            case ("libraryQueue-slow", 3):
+                try librarySlow(parent: arguments[1], count: Int(arguments[2]) ?? 0, delivery: .queue)
             case ("floor-many", 3): try floorMany(parent: arguments[1], count: Int(arguments[2]) ?? 0)
             case ("floor-tree", 2): try floorTree(root: arguments[1])
             default: throw BenchError("unknown child mode: \(arguments.joined(separator: " "))")
@@ -176,6 +180,51 @@ enum Child {
         done.wait()
         writeAll(Footprint.current().line(since: before, count: count), to: 1)
         for watcher in watchers { watcher.invalidate() }
+    }
+
+    /// One watcher per directory, each delegate listing its directory for 2 ms; two bursts of one
+    /// new file per directory. Prints the most threads the process had beyond its start, sampled
+    /// in every callback.
+    private static func librarySlow(
+        parent: String, count: Int, delivery: DirectoryWatcher.Delivery
+    ) throws(BenchError) {
+        let before = directoryEntries("/proc/self/task").count
+        let most = Atomic<Int>(0)
+        let delivered = Atomic<Int>(0)
+        let bursts = 2
+        let done = DispatchSemaphore(value: 0)
+        let options = DirectoryWatcher.Options(delivery: delivery)
+        var watchers: [DirectoryWatcher] = []
+        for index in 0..<count {
+            let path = "\(parent)/\(index)"
+            do {
+                watchers.append(
+                    try DirectoryWatcher.watchFolder(path: path, options: options) { changes in
+                        let start = monotonicNanoseconds()
+                        repeat { _ = directoryEntries(path) } while monotonicNanoseconds() - start < 2_000_000
+                        let threads = directoryEntries("/proc/self/task").count
+                        _ = most.max(threads, ordering: .relaxed)
+                        let created = changes.filter { $0.kind == .created }.count
+                        if delivered.add(created, ordering: .relaxed).newValue == count * bursts { done.signal() }
+                    })
+            } catch {
+                throw BenchError("library: \(error)")
+            }
+        }
+        let tag = getpid()
+        for burst in 0..<bursts {
+            for index in 0..<count {
+                let fd = open("\(parent)/\(index)/slow-\(tag)-\(burst)", O_CREAT | O_WRONLY | O_CLOEXEC, 0o644)
+                guard fd >= 0 else { throw .system("open", "\(parent)/\(index)") }
+                close(fd)
+            }
+        }
+        done.wait()
+        writeAll("slow watched=\(count) threads=\(most.load(ordering: .relaxed) - before)\n", to: 1)
+        for watcher in watchers { watcher.invalidate() }
+        for burst in 0..<bursts {
+            for index in 0..<count { unlink("\(parent)/\(index)/slow-\(tag)-\(burst)") }
+        }
     }
 
     private static func floorMany(parent: String, count: Int) throws(BenchError) {
