@@ -138,12 +138,16 @@ final class LoopThreads: @unchecked Sendable {
         }
     }
 
-    /// The standby has taken the lead: there is no standby until the next callback starts one.
+    /// The standby has taken the lead: there is no standby until the next callback starts one, and
+    /// the thread it took the lead from is deposed now, not when its callback returns (stopping the
+    /// loop must not wait for that callback, which may be waiting for the thread that stops it).
     func standbyLeads() {
         lock.withLock {
             standby = .none
             standbyAwake.store(false, ordering: .sequentiallyConsistent)
+            for (key, member) in members where member.role == .leading { members[key]?.role = .deposed }
             members[Self.currentThread]?.role = .leading
+            lock.broadcast()
         }
     }
 
