@@ -30,6 +30,8 @@ final class EventLoop: @unchecked Sendable {
 
     /// Big enough for hundreds of events per read; a record is at most 16 + NAME_MAX + 1 bytes.
     static let readBufferSize = 64 * 1024
+    /// The longest inotify record: header and a name of NAME_MAX bytes with its NUL.
+    private static let largestRecord = 16 + Int(NAME_MAX) + 1
     /// Reads per wake-up before tasks get a turn; epoll is level-triggered, so the rest waits.
     private static let readsPerWakeUp = 16
     /// Callbacks run for at most this long before the leader reads the kernel queue again.
@@ -172,11 +174,14 @@ final class EventLoop: @unchecked Sendable {
                 queueDrained = true
                 return
             }
-            queueDrained = false
             let parsed = InotifyEventParser.parse(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
             let now = clock()
             for event in parsed.events { router.receive(event, now: now) }
             if parsed.malformedTrailingBytes != 0 { router.receive(Router.lossMarker, now: now) }
+            // The kernel fills a read with every queued event that fits: room left for the largest
+            // record means nothing was left, and a second read would only find the queue empty.
+            queueDrained = count <= Self.readBufferSize - Self.largestRecord
+            if queueDrained { return }
         }
     }
 
