@@ -57,6 +57,69 @@ final class StandbyTests: WatchedDirectoryTestCase {
         waitForLoopThreads(atMost: 2)
     }
 
+    func testTwoBlockedCallbacksEachHoldAThreadOnlyWhileTheyBlock() throws {
+        let release = DispatchSemaphore(value: 0)
+        var watchers: [DirectoryWatcher] = []
+        var recorders: [Recorder] = []
+        var directories: [TemporaryDirectory] = []
+        defer { for watcher in watchers { watcher.invalidate() } }
+        for index in 0..<2 {
+            let started = expectation(description: "blocked \(index)")
+            let recorder = Recorder()
+            recorder.onFirstBatch { _, _ in
+                started.fulfill()
+                release.wait()
+            }
+            let blockedDirectory = TemporaryDirectory()
+            watchers.append(try DirectoryWatcher.watchFolder(path: blockedDirectory.path, delegate: recorder))
+            recorders.append(recorder)
+            directories.append(blockedDirectory)
+            // The second blocks only once the standby has taken over from the first.
+            blockedDirectory.touch("block")
+            wait(for: [started], timeout: 10)
+        }
+        try watch { try DirectoryWatcher.watchFolder(path: directory.path, delegate: $0) }
+        let file = directory.touch("still-delivered")
+        waitForDelivery(watcher)
+        XCTAssertEqual(recorder.changes, [DirectoryChange(.created, file)])
+        XCTAssertLessThanOrEqual(ProcessResources.loopThreads(), 4, "two blocked, one leading, one standing by")
+        release.signal()
+        release.signal()
+        for (watcher, recorder) in zip(watchers, recorders) {
+            waitForDelivery(watcher)
+            XCTAssertEqual(recorder.changes.count, 1)
+        }
+        waitForLoopThreads(atMost: 2)
+    }
+
+    /// The last watcher invalidated from outside while another watcher's callback (that watcher
+    /// already invalidated) blocks until that invalidate() returns: stopping the loop must not
+    /// wait for the blocked callback.
+    func testStoppingTheLoopDoesNotWaitForABlockedCallback() throws {
+        let mayReturn = DispatchSemaphore(value: 0)
+        let started = expectation(description: "blocked callback started")
+        let blocked = Recorder()
+        blocked.onFirstBatch { watcher, _ in
+            watcher.invalidate()
+            started.fulfill()
+            mayReturn.wait()
+        }
+        let a = try DirectoryWatcher.watchFolder(path: directory.path, delegate: blocked)
+        let other = TemporaryDirectory()
+        let b = try DirectoryWatcher.watchFolder(path: other.path, delegate: Recorder())
+        directory.touch("block")
+        wait(for: [started], timeout: 10)
+        let stopped = expectation(description: "the last invalidate() returned")
+        DispatchQueue.global().async {
+            b.invalidate()
+            stopped.fulfill()
+        }
+        wait(for: [stopped], timeout: 10)
+        XCTAssertFalse(a.isValid)
+        mayReturn.signal()
+        waitForLoopThreads(atMost: 0)
+    }
+
     func testAThousandSlowDelegatesAddAtMostFourThreads() throws {
         let threadsBefore = ProcessResources.threads()
         let mostThreads = LockedValue(0)

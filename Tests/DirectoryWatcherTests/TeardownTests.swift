@@ -105,7 +105,7 @@ final class TeardownTests: WatchedDirectoryTestCase {
         let serialB = DispatchQueue(label: "caller B")
         let concurrent = DispatchQueue(label: "caller concurrent", attributes: .concurrent)
         let modes: [(String, DispatchQueue?, DispatchQueue?)] = [
-            ("private queues", nil, nil),
+            ("the library's threads (the default)", nil, nil),
             ("the callers' serial queues", serialA, serialB),
             ("one concurrent queue", concurrent, concurrent),
         ]
@@ -114,12 +114,19 @@ final class TeardownTests: WatchedDirectoryTestCase {
                 try crossInvalidate(queueA: queueA, queueB: queueB, name: name)
             }
         }
+        // Private Dispatch queues (Delivery.queue), as the first releases delivered.
+        for _ in 0..<5 {
+            try crossInvalidate(
+                queueA: nil, queueB: nil, optionsA: .init(delivery: .queue), optionsB: .init(delivery: .queue),
+                name: "private Dispatch queues")
+        }
     }
 
     /// Watcher A is made first, so the loop hands A's batch to its queue before it calls B on the
     /// loop thread (when B delivers there): the two callbacks can meet.
     private func crossInvalidate(
-        queueA: DispatchQueue?, queueB: DispatchQueue?, optionsB: DirectoryWatcher.Options = .init(), name: String
+        queueA: DispatchQueue?, queueB: DispatchQueue?, optionsA: DirectoryWatcher.Options = .init(),
+        optionsB: DirectoryWatcher.Options = .init(), name: String
     ) throws {
         let watchers = LockedValue<[DirectoryWatcher]>([])
         let arrivedA = DispatchSemaphore(value: 0)
@@ -141,7 +148,7 @@ final class TeardownTests: WatchedDirectoryTestCase {
         let recorderA = delegate(index: 0, mine: arrivedA, theirs: arrivedB)
         let recorderB = delegate(index: 1, mine: arrivedB, theirs: arrivedA)
         let a = try DirectoryWatcher.watchFolder(
-            path: directory.path, options: .init(), delegate: recorderA, queue: queueA)
+            path: directory.path, options: optionsA, delegate: recorderA, queue: queueA)
         let b = try DirectoryWatcher.watchFolder(
             path: directory.path, options: optionsB, delegate: recorderB, queue: queueB)
         watchers.set([a, b])
@@ -158,7 +165,8 @@ final class TeardownTests: WatchedDirectoryTestCase {
     func testLoopThreadAndQueueWatchersInvalidatingEachOther() throws {
         for _ in 0..<10 {
             try crossInvalidate(
-                queueA: nil, queueB: nil, optionsB: .init(delivery: .eventLoopThread), name: "loop thread and queue")
+                queueA: nil, queueB: nil, optionsA: .init(delivery: .queue), optionsB: .init(delivery: .eventLoopThread),
+                name: "loop thread and queue")
         }
     }
 
@@ -168,7 +176,8 @@ final class TeardownTests: WatchedDirectoryTestCase {
         let callerQueue = DispatchQueue(label: "caller")
         let concurrent = DispatchQueue(label: "caller concurrent", attributes: .concurrent)
         let modes: [(String, DirectoryWatcher.Options, DispatchQueue?)] = [
-            ("private queue", .init(), nil),
+            ("the library's threads (the default)", .init(), nil),
+            ("private Dispatch queue", .init(delivery: .queue), nil),
             ("caller's serial queue", .init(), callerQueue),
             ("caller's concurrent queue", .init(), concurrent),
             ("loop thread", .init(delivery: .eventLoopThread), nil),
