@@ -165,7 +165,8 @@ final class TeardownTests: WatchedDirectoryTestCase {
     func testLoopThreadAndQueueWatchersInvalidatingEachOther() throws {
         for _ in 0..<10 {
             try crossInvalidate(
-                queueA: nil, queueB: nil, optionsA: .init(delivery: .queue), optionsB: .init(delivery: .eventLoopThread),
+                queueA: nil, queueB: nil, optionsA: .init(delivery: .queue),
+                optionsB: .init(delivery: .eventLoopThread),
                 name: "loop thread and queue")
         }
     }
