@@ -107,6 +107,9 @@ final class Bench {
 
         var latency50: [Contender: [Double]] = [:]
         var latency99: [Contender: [Double]] = [:]
+        /// The floor's latencies measured beside each contender.
+        var floorLatency50: [Contender: [Double]] = [:]
+        var floorLatency99: [Contender: [Double]] = [:]
         var idle: [Contender: [Double]] = [:]
         var cpu: [Contender: [Double]] = [:]
         var lost: [Contender: [Double]] = [:]
@@ -120,12 +123,17 @@ final class Bench {
             let order: [Contender] =
                 round % 2 == 0 ? [.floor, .library, .libraryQueue] : [.libraryQueue, .library, .floor]
             let watching = round % 2 == 0 ? order + [.handoff] : [.handoff] + order
-            for contender in watching {
-                log("round \(round + 1)/\(c.rounds): \(contender): latency and idle wake-ups")
-                let (samples, wakeUps) = try latencyAndIdle(contender, round: round)
+            // Latency is paired: each contender watches the same directory as a floor of its own,
+            // at the same time, and both report every file; the ratio compares the same events.
+            for contender in watching where contender != .floor {
+                log("round \(round + 1)/\(c.rounds): \(contender) beside the floor: latency and idle wake-ups")
+                let (samples, floorSamples, wakeUps, floorWakeUps) = try pairedLatencyAndIdle(contender, round: round)
                 latency50[contender, default: []].append(percentile(samples, 0.50) / 1000)
                 latency99[contender, default: []].append(percentile(samples, 0.99) / 1000)
                 idle[contender, default: []].append(wakeUps)
+                floorLatency50[contender, default: []].append(percentile(floorSamples, 0.50) / 1000)
+                floorLatency99[contender, default: []].append(percentile(floorSamples, 0.99) / 1000)
+                if contender == .library { idle[.floor, default: []].append(floorWakeUps) }
             }
             for contender in watching {
                 log("round \(round + 1)/\(c.rounds): \(contender): burst of \(format(Double(c.burstSize))) creates")
@@ -160,6 +168,12 @@ final class Bench {
         func both(_ values: [Contender: [Double]], _ library: Contender = .library) -> (Measured, Measured) {
             (.values(values[library] ?? []), .values(values[.floor] ?? []))
         }
+        /// A latency beside the floor measured with it.
+        func paired(_ values: [Contender: [Double]], _ floor: [Contender: [Double]], _ library: Contender = .library)
+            -> (Measured, Measured)
+        {
+            (.values(values[library] ?? []), .values(floor[library] ?? []))
+        }
         func footprint(_ key: String, perWatch: Bool = false, _ library: Contender = .library) -> (Measured, Measured) {
             let divisor = perWatch ? Double(c.watcherCount) : 1
             return (
@@ -182,14 +196,17 @@ final class Bench {
             Figure(key: key, name: name, unit: unit, library: measured.0, floor: measured.1, goal: goal)
         }
         figures = [
-            figure("latency50", "Latency, file created → callback, p50", "µs", both(latency50), .ratioAtMost(1.2)),
+            figure(
+                "latency50", "Latency, file created → callback, p50", "µs", paired(latency50, floorLatency50),
+                .ratioAtMost(1.2)),
             figure(
                 "latency50-queue", "Latency, file created → callback, p50\(onQueue)", "µs",
-                both(latency50, .libraryQueue), .none),
-            figure("latency99", "Latency, file created → callback, p99", "µs", both(latency99), .none),
+                paired(latency50, floorLatency50, .libraryQueue), .none),
+            figure(
+                "latency99", "Latency, file created → callback, p99", "µs", paired(latency99, floorLatency99), .none),
             figure(
                 "latency99-queue", "Latency, file created → callback, p99\(onQueue)", "µs",
-                both(latency99, .libraryQueue), .none),
+                paired(latency99, floorLatency99, .libraryQueue), .none),
             figure("cpu", "CPU per change, burst of \(burstName)", "µs", both(cpu), .ratioAtMost(1.5)),
             figure(
                 "cpu-queue", "CPU per change, burst of \(burstName)\(onQueue)", "µs", both(cpu, .libraryQueue),
@@ -227,33 +244,52 @@ final class Bench {
 
     // MARK: - Measurements
 
-    /// Creates files one at a time and times each to the child's report of it; then leaves the
-    /// child alone and counts how often its threads wake up.
-    private func latencyAndIdle(_ contender: Contender, round: Int) throws(BenchError) -> ([Double], Double) {
+    /// Runs `contender` and a floor on one directory at the same time, creates files one at a
+    /// time, and times each to each child's report of it; then leaves both alone and counts how
+    /// often their threads wake up. Returns the contender's samples, the floor's, and the wake-ups
+    /// per second of each.
+    private func pairedLatencyAndIdle(_ contender: Contender, round: Int) throws(BenchError)
+        -> ([Double], [Double], Double, Double)
+    {
         let c = configuration
         let directory = "\(scratch)/latency-\(contender)-\(round)"
         try Files.makeDirectory(directory)
         defer { Files.remove(directory) }
-        let process = try child(["\(contender)-watch", directory, "report"], reports: true)
-        _ = try process.expectLine(containing: "ready")
+        // Who starts first alternates with the round, as elsewhere.
+        let starters: [Contender] = round % 2 == 0 ? [.floor, contender] : [contender, .floor]
+        var processes: [Contender: ChildProcess] = [:]
+        for starter in starters {
+            let process = try child(["\(starter)-watch", directory, "report"], reports: true)
+            _ = try process.expectLine(containing: "ready")
+            processes[starter] = process
+        }
+        guard let watcher = processes[contender], let floor = processes[.floor] else { throw BenchError("no child") }
         var samples: [Double] = []
+        var floorSamples: [Double] = []
         samples.reserveCapacity(c.latencyOperations)
+        floorSamples.reserveCapacity(c.latencyOperations)
         for index in 0..<(c.latencyWarmUp + c.latencyOperations) {
             let start = monotonicNanoseconds()
             try Files.createFile("\(directory)/\(index)")
-            let arrival = try process.readReport()
-            if index >= c.latencyWarmUp { samples.append(Double(Int64(bitPattern: arrival &- start))) }
+            let arrival = try watcher.readReport()
+            let floorArrival = try floor.readReport()
+            guard index >= c.latencyWarmUp else { continue }
+            samples.append(Double(Int64(bitPattern: arrival &- start)))
+            floorSamples.append(Double(Int64(bitPattern: floorArrival &- start)))
         }
         sleep(seconds: c.idleSettle)
-        let before = ContextSwitches(pid: process.pid)
+        let before = (ContextSwitches(pid: watcher.pid), ContextSwitches(pid: floor.pid))
         sleep(seconds: c.idleWindow)
-        let wakeUps = ContextSwitches(pid: process.pid).wakeUps(since: before)
-        process.closeControl()
-        // Drain the report pipe so the child never blocks writing to it while it finishes.
-        while (try? process.readReport()) != nil {}
-        _ = try process.expectLine(containing: "done")
-        _ = try process.wait()
-        return (samples, Double(wakeUps) / c.idleWindow)
+        let wakeUps = ContextSwitches(pid: watcher.pid).wakeUps(since: before.0)
+        let floorWakeUps = ContextSwitches(pid: floor.pid).wakeUps(since: before.1)
+        for process in [watcher, floor] {
+            process.closeControl()
+            // Drain the report pipe so the child never blocks writing to it while it finishes.
+            while (try? process.readReport()) != nil {}
+            _ = try process.expectLine(containing: "done")
+            _ = try process.wait()
+        }
+        return (samples, floorSamples, Double(wakeUps) / c.idleWindow, Double(floorWakeUps) / c.idleWindow)
     }
 
     struct BurstResult {
