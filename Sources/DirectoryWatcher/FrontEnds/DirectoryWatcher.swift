@@ -64,7 +64,8 @@ public final class DirectoryWatcher: @unchecked Sendable {
         invalidate()
     }
 
-    /// Starts watching the directory at `path`; callbacks run on a private serial queue.
+    /// Starts watching the directory at `path`; callbacks run on the library's threads (see
+    /// ``Delivery/automatic``).
     ///
     /// - Parameters:
     ///   - path: A directory, absolute or relative to the current directory.
@@ -110,8 +111,8 @@ public final class DirectoryWatcher: @unchecked Sendable {
     ///   - path: A directory, absolute or relative to the current directory.
     ///   - options: What to report; the default reports what ``watchFolder(path:delegate:)`` does.
     ///   - delegate: Told about changes; held weakly.
-    ///   - queue: Where callbacks run, as in ``watchFolder(path:delegate:queue:)``; nil for a private
-    ///     serial queue.
+    ///   - queue: Where callbacks run, as in ``watchFolder(path:delegate:queue:)``; nil for where
+    ///     `options.delivery` says (by default the library's threads).
     /// - Throws: ``DirectoryWatcherError``, naming the path and the cause.
     public static func watchFolder(
         path: String, options: Options, delegate: any DirectoryWatcherDelegate, queue: DispatchQueue? = nil
@@ -164,8 +165,8 @@ public final class DirectoryWatcher: @unchecked Sendable {
     ///   - path: The file, absolute or relative to the current directory.
     ///   - options: What to report; by default, the same kinds as a directory watch.
     ///   - delegate: Told about changes; held weakly.
-    ///   - queue: Where callbacks run, as in ``watchFolder(path:delegate:queue:)``; nil for a private
-    ///     serial queue.
+    ///   - queue: Where callbacks run, as in ``watchFolder(path:delegate:queue:)``; nil for where
+    ///     `options.delivery` says (by default the library's threads).
     /// - Throws: ``DirectoryWatcherError``, naming the path and the cause: the directory is
     ///   missing or not a directory, or `path` names no entry of a directory (`/`).
     public static func watchFile(

@@ -2,13 +2,15 @@
 ///
 /// Implement ``directoryDidChange(_:)`` to be told that something changed, as the sample did, and
 /// list the directory again. Implement ``directoryWatcher(_:didObserve:)`` as well, or instead, to
-/// receive the changes themselves. Both run on the watcher's queue (see
-/// ``DirectoryWatcher/watchFolder(path:delegate:queue:)``), one batch at a time, in the order the
-/// kernel reported the changes: first `didObserve` with the batch, then `directoryDidChange`.
+/// receive the changes themselves. Both run where the watcher delivers (the library's threads, or
+/// the queue given to ``DirectoryWatcher/watchFolder(path:delegate:queue:)``; see
+/// ``DirectoryWatcher/Delivery``), one batch at a time, in the order the kernel reported the
+/// changes: first `didObserve` with the batch, then `directoryDidChange`. They may take their
+/// time or block: other watchers' changes keep coming meanwhile.
 ///
 /// The watcher holds its delegate weakly, as the sample did: keep the delegate alive yourself.
 ///
-/// The callbacks come on the watcher's queue, not on an actor, so a conformance cannot be
+/// The callbacks come on a thread or queue of the watcher's, not on an actor, so a conformance cannot be
 /// isolated to one: `final class ViewModel: @MainActor DirectoryWatcherDelegate` is refused at
 /// compile time (the protocol inherits `SendableMetatype`), where it would otherwise compile and
 /// then be called off the main thread. For UI code, pass `queue: .main` and implement the

@@ -44,7 +44,7 @@ extension DirectoryWatcher {
         /// On a serial Dispatch queue: a private one, or one that targets the `queue` given to
         /// `watchFolder`. Each batch is handed from the loop's thread to the queue, which costs a
         /// wake-up of another thread per batch (see Docs/benchmarks.md), and Dispatch may start a
-        /// thread for each queue busy at once. The default before version 0.3.
+        /// thread for each queue busy at once. The default of the first releases.
         case queue
 
         /// On the event-loop thread, as soon as the kernel's queue has been read, with no standby:
