@@ -1,6 +1,10 @@
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/mman.h>
 #include <unistd.h>
 #include "CDirectoryWatcherShims.h"
@@ -62,4 +66,35 @@ int cdw_thread_create(pthread_t *thread, void *(*body)(void *), void *argument) 
     result = pthread_create(thread, NULL, body, argument);
     pthread_sigmask(SIG_SETMASK, &previous, NULL);
     return result;
+}
+
+int cdw_entry_status_at(int directory, const char *name, cdw_entry_status *status) {
+    struct statx result;
+    if (statx(directory, name, AT_SYMLINK_NOFOLLOW | AT_STATX_DONT_SYNC, STATX_BASIC_STATS | STATX_BTIME,
+              &result) != 0) {
+        return -1;
+    }
+    status->mask = result.stx_mask;
+    status->mode = result.stx_mode;
+    status->uid = result.stx_uid;
+    status->gid = result.stx_gid;
+    status->device = makedev(result.stx_dev_major, result.stx_dev_minor);
+    status->inode = result.stx_ino;
+    status->size = (int64_t)result.stx_size;
+    status->modified_seconds = result.stx_mtime.tv_sec;
+    status->modified_nanoseconds = result.stx_mtime.tv_nsec;
+    status->changed_seconds = result.stx_ctime.tv_sec;
+    status->changed_nanoseconds = result.stx_ctime.tv_nsec;
+    int born = (result.stx_mask & STATX_BTIME) != 0;
+    status->born_seconds = born ? result.stx_btime.tv_sec : 0;
+    status->born_nanoseconds = born ? result.stx_btime.tv_nsec : 0;
+    return 0;
+}
+
+long cdw_getdents64(int fd, void *buffer, unsigned long count) {
+    return syscall(SYS_getdents64, fd, buffer, count);
+}
+
+int cdw_open_directory(const char *path) {
+    return open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 }

@@ -35,6 +35,32 @@ void cdw_set_leader_phase(uint64_t phase);
 /// expects them), never to a loop thread that would leave them pending or run a handler in the
 /// middle of a callback. Returns pthread_create's result.
 int cdw_thread_create(pthread_t *thread, void *(*body)(void *), void *argument);
+/// What a directory listing keeps of one entry: statx's fields, in a layout Swift can import
+/// (the `struct statx` declaration needs _GNU_SOURCE).
+typedef struct {
+    uint32_t mask;        // statx's stx_mask: which fields below are filled in
+    uint32_t mode;        // type and permission bits
+    uint32_t uid;
+    uint32_t gid;
+    uint64_t device;      // stx_dev_major and stx_dev_minor, as makedev combines them
+    uint64_t inode;
+    int64_t size;
+    int64_t modified_seconds;
+    uint32_t modified_nanoseconds;
+    uint32_t changed_nanoseconds;
+    int64_t changed_seconds;
+    int64_t born_seconds; // 0 with born_nanoseconds when the file system keeps no birth time
+    uint32_t born_nanoseconds;
+} cdw_entry_status;
+
+/// statx(directory, name, AT_SYMLINK_NOFOLLOW | AT_STATX_DONT_SYNC, basic stats and birth
+/// time) into `status`. Returns 0, or -1 with errno set.
+int cdw_entry_status_at(int directory, const char *name, cdw_entry_status *status);
+/// getdents64(fd, buffer, count): the next linux_dirent64 records of an open directory; 0 at the
+/// end, -1 with errno set.
+long cdw_getdents64(int fd, void *buffer, unsigned long count);
+/// open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC); -1 with errno set.
+int cdw_open_directory(const char *path);
 /// The process environment (`environ`), which Swift 6 cannot read as a global variable.
 char *const *cdw_environ(void);
 

@@ -32,6 +32,12 @@ struct SystemCalls: Sendable {
             _ body: @convention(c) (UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer?
         ) -> Int32
     var readlink: @Sendable (_ path: UnsafePointer<CChar>, _ buffer: UnsafeMutablePointer<CChar>, _ size: Int) -> Int
+    var openDirectory: @Sendable (_ path: UnsafePointer<CChar>) -> Int32
+    var getdents64: @Sendable (_ fd: Int32, _ buffer: UnsafeMutableRawPointer, _ count: Int) -> Int
+    var entryStatus:
+        @Sendable (
+            _ directory: Int32, _ name: UnsafePointer<CChar>, _ status: UnsafeMutablePointer<cdw_entry_status>
+        ) -> Int32
 
     /// The kernel's own calls.
     static let live = SystemCalls(
@@ -49,7 +55,10 @@ struct SystemCalls: Sendable {
         close: { Glibc.close($0) },
         getcwd: { Glibc.getcwd($0, $1) },
         pthreadCreate: { cdw_thread_create($0, $2, $1) },
-        readlink: { Glibc.readlink($0, $1, $2) }
+        readlink: { Glibc.readlink($0, $1, $2) },
+        openDirectory: { cdw_open_directory($0) },
+        getdents64: { cdw_getdents64($0, $1, UInt($2)) },
+        entryStatus: { cdw_entry_status_at($0, $1, $2) }
     )
 }
 
@@ -215,6 +224,37 @@ struct System: Sendable {
             if code == EINVAL || code == ENOENT { return nil }
             throw SyscallError(function: "readlink", errno: code)
         }
+    }
+
+    /// Opens the directory at `path` for listing. The corresponding C function is `open`, with
+    /// `O_DIRECTORY`.
+    func openDirectory(_ path: FileSystemPath) throws(SyscallError) -> Int32 {
+        try path.withCString { pointer throws(SyscallError) in
+            try retrying("open") { calls.openDirectory(pointer) }
+        }
+    }
+
+    /// Reads the next records of the directory `fd` into `buffer`; 0 at the end. The
+    /// corresponding system call is `getdents64`.
+    func readDirectory(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) throws(SyscallError) -> Int {
+        try retrying("getdents64") { calls.getdents64(fd, buffer.baseAddress!, buffer.count) }
+    }
+
+    /// The status of the entry `name` of the directory `fd`, not following a symbolic link; nil
+    /// when the entry is gone (`ENOENT`: removed since it was listed). The corresponding C
+    /// function is `statx`.
+    func entryStatus(in fd: Int32, name: [UInt8]) throws(SyscallError) -> EntryStatus? {
+        var status = cdw_entry_status()
+        var terminated = name
+        terminated.append(0)
+        let result = terminated.withUnsafeBufferPointer { bytes in
+            bytes.withMemoryRebound(to: CChar.self) { calls.entryStatus(fd, $0.baseAddress!, &status) }
+        }
+        guard result == -1 else { return EntryStatus(status) }
+        let code = Glibc.errno
+        if code == ENOENT { return nil }
+        if code == EINTR { return try entryStatus(in: fd, name: name) }
+        throw SyscallError(function: "statx", errno: code)
     }
 
     /// Closes `fd`. `EINTR` counts as closed: Linux always releases the descriptor, and a retry

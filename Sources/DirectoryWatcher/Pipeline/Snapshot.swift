@@ -1,0 +1,200 @@
+/// A directory's entries at one moment: for each name, what the file system said of the entry
+/// it names. Two snapshots of one directory give the changes between them
+/// (``changes(from:to:in:)``), which is how a watcher recovers exactly what an overflow of the
+/// kernel queue made it miss.
+///
+/// Read with the cheapest calls there are: `getdents64` on an open directory, then one `statx`
+/// per entry relative to that descriptor (no path lookups, no Foundation enumeration).
+struct Snapshot: Equatable, Sendable {
+    typealias Time = EntryStatus.Time
+
+    struct Entry: Equatable, Sendable {
+        enum Kind: Equatable, Sendable { case file, directory, symbolicLink, other }
+
+        var kind: Kind
+        var device: UInt64
+        var inode: UInt64
+        var size: Int64
+        var modified: Time
+        var changed: Time
+        /// Nil where the file system keeps no birth time.
+        var born: Time?
+        /// The permission bits (the mode without the type).
+        var permissions: UInt32
+        var owner: UInt32
+        var group: UInt32
+
+        /// The same file: the same inode of the same device, and, where the file system keeps
+        /// birth times, born at the same time (an inode number is reused as soon as it is freed,
+        /// so a file removed and another created in its place can share it).
+        func isSameFile(as other: Entry) -> Bool {
+            guard device == other.device, inode == other.inode else { return false }
+            guard let born, let otherBorn = other.born else { return true }
+            return born == otherBorn
+        }
+    }
+
+    var entries: [[UInt8]: Entry]
+
+    init(entries: [[UInt8]: Entry] = [:]) {
+        self.entries = entries
+    }
+
+    // MARK: - Reading
+
+    /// Lists the directory at `path`. An entry removed between the listing and its `statx` is
+    /// left out, as if the listing had come a moment later.
+    static func read(_ path: FileSystemPath, system: System) throws(SyscallError) -> Snapshot {
+        let fd = try system.openDirectory(path)
+        defer { system.close(fd) }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 32 * 1024, alignment: 8)
+        defer { buffer.deallocate() }
+        var snapshot = Snapshot()
+        while true {
+            let count = try system.readDirectory(fd, into: buffer)
+            if count == 0 { return snapshot }
+            let parsed = DirectoryEntryParser.parse(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
+            for listed in parsed.entries {
+                guard let status = try system.entryStatus(in: fd, name: listed.name) else { continue }
+                snapshot.entries[listed.name] = Entry(status)
+            }
+        }
+    }
+
+    // MARK: - Differences
+
+    /// The changes that turn `old` into `new`, for the directory at `directory`, in an order
+    /// that can be applied one after the other: what left, then renames (each before a rename
+    /// onto its source's name), then what appeared, then what changed in place.
+    ///
+    /// - A name whose file left and that no new name took: ``DirectoryChange/Kind/removed``.
+    /// - A file that left one name and is found under another: ``DirectoryChange/Kind/renamed``,
+    ///   replacing whatever that name held, as a rename does. Renames that form a cycle (two
+    ///   names swapped) cannot be applied one after the other; one of them is given as removed
+    ///   and created instead.
+    /// - A new name that no renamed file explains: ``DirectoryChange/Kind/created``.
+    /// - The same file under the same name: ``DirectoryChange/Kind/modified`` when its size or
+    ///   modification time changed (not for directories, whose times move with their entries,
+    ///   which inotify does not report on the parent either), else
+    ///   ``DirectoryChange/Kind/attributesChanged`` when its permissions, owner, group or (for
+    ///   files) change time changed. A renamed file that was also written is renamed, then
+    ///   modified.
+    static func changes(from old: Snapshot, to new: Snapshot, in directory: FileSystemPath) -> [DirectoryChange] {
+        func path(_ name: [UInt8]) -> FileSystemPath { directory.appending(bytes: name[...]) }
+        func change(_ kind: DirectoryChange.Kind, _ name: [UInt8], _ entry: Entry, from: [UInt8]? = nil)
+            -> DirectoryChange
+        {
+            DirectoryChange(
+                kind: kind, path: path(name), oldPath: from.map(path), isDirectory: entry.kind == .directory)
+        }
+
+        // Names whose file left, and names that hold a file they did not hold before.
+        var left: [[UInt8]] = []
+        var arrived: [[UInt8]] = []
+        for (name, entry) in old.entries where !(new.entries[name]?.isSameFile(as: entry) ?? false) {
+            left.append(name)
+        }
+        for (name, entry) in new.entries where !(old.entries[name]?.isSameFile(as: entry) ?? false) {
+            arrived.append(name)
+        }
+        left.sort(by: Self.byBytes)
+        arrived.sort(by: Self.byBytes)
+
+        // A file that left one name and arrived under another was renamed.
+        struct FileKey: Hashable {
+            let device: UInt64
+            let inode: UInt64
+        }
+        var leftByFile: [FileKey: [UInt8]] = [:]
+        for name in left {
+            let entry = old.entries[name]!
+            leftByFile[FileKey(device: entry.device, inode: entry.inode)] = name
+        }
+        var renames: [(from: [UInt8], to: [UInt8])] = []
+        var renamedSources: Set<[UInt8]> = []
+        var created: [[UInt8]] = []
+        for name in arrived {
+            let entry = new.entries[name]!
+            let key = FileKey(device: entry.device, inode: entry.inode)
+            if let source = leftByFile[key], old.entries[source]!.isSameFile(as: entry) {
+                leftByFile[key] = nil
+                renames.append((source, name))
+                renamedSources.insert(source)
+            } else {
+                created.append(name)
+            }
+        }
+        let renameTargets = Set(renames.map(\.to))
+
+        // Order the renames so that none lands on a name another rename still has to move away.
+        var ordered: [(from: [UInt8], to: [UInt8])] = []
+        var brokenCycles: [(from: [UInt8], to: [UInt8])] = []
+        var pending = renames
+        while !pending.isEmpty {
+            let sources = Set(pending.map(\.from))
+            if let index = pending.firstIndex(where: { !sources.contains($0.to) }) {
+                ordered.append(pending.remove(at: index))
+            } else {
+                brokenCycles.append(pending.removeFirst())
+            }
+        }
+
+        var changes: [DirectoryChange] = []
+        for name in left where !renamedSources.contains(name) && !renameTargets.contains(name) {
+            changes.append(change(.removed, name, old.entries[name]!))
+        }
+        for cycle in brokenCycles { changes.append(change(.removed, cycle.from, old.entries[cycle.from]!)) }
+        for rename in ordered {
+            changes.append(change(.renamed, rename.to, new.entries[rename.to]!, from: rename.from))
+        }
+        for name in created { changes.append(change(.created, name, new.entries[name]!)) }
+        for cycle in brokenCycles { changes.append(change(.created, cycle.to, new.entries[cycle.to]!)) }
+
+        // What changed in place, renamed files included (under their new name).
+        var inPlace: [(name: [UInt8], before: Entry, after: Entry)] = []
+        for (name, after) in new.entries {
+            if let before = old.entries[name], before.isSameFile(as: after) {
+                inPlace.append((name, before, after))
+            }
+        }
+        for rename in ordered { inPlace.append((rename.to, old.entries[rename.from]!, new.entries[rename.to]!)) }
+        inPlace.sort { Self.byBytes($0.name, $1.name) }
+        for (name, before, after) in inPlace {
+            let renamed = renameTargets.contains(name)
+            if after.kind != .directory && (before.size != after.size || before.modified != after.modified) {
+                changes.append(change(.modified, name, after))
+            } else if before.permissions != after.permissions || before.owner != after.owner
+                || before.group != after.group
+                || (after.kind != .directory && !renamed && before.changed != after.changed)
+            {
+                // A rename changes the file's change time itself; only what else changed counts.
+                changes.append(change(.attributesChanged, name, after))
+            }
+        }
+        return changes
+    }
+
+    private static func byBytes(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        a.lexicographicallyPrecedes(b)
+    }
+}
+
+extension Snapshot.Entry {
+    init(_ status: EntryStatus) {
+        switch status.mode & 0o170000 {
+        case 0o100000: kind = .file
+        case 0o040000: kind = .directory
+        case 0o120000: kind = .symbolicLink
+        default: kind = .other
+        }
+        device = status.device
+        inode = status.inode
+        size = status.size
+        modified = status.modified
+        changed = status.changed
+        born = status.born
+        permissions = status.mode & 0o7777
+        owner = status.owner
+        group = status.group
+    }
+}

@@ -1,0 +1,46 @@
+import Glibc
+
+/// Parses the bytes one `getdents64` call returned: the entries of a directory, as the kernel
+/// lists them.
+///
+/// With the inotify parser, the library's only code that reads raw kernel records. A record is
+/// `linux_dirent64`: the inode (8 bytes), an offset (8), the record's length (2), the type (1),
+/// then the name, NUL-terminated and padded to the record's length. Every field is loaded
+/// unaligned and every length checked against the bytes present before it is used.
+enum DirectoryEntryParser {
+    static let headerSize = 19
+
+    struct Entry: Equatable {
+        var name: [UInt8]
+        var inode: UInt64
+        /// `DT_REG`, `DT_DIR`, … or `DT_UNKNOWN` when the file system does not say.
+        var type: UInt8
+    }
+
+    struct Result: Equatable {
+        /// Every entry but `.` and `..`.
+        var entries: [Entry]
+        /// Bytes at the end that did not form a whole record (0 for anything the kernel writes).
+        var malformedTrailingBytes: Int
+    }
+
+    static func parse(_ bytes: UnsafeRawBufferPointer) -> Result {
+        var entries: [Entry] = []
+        var offset = 0
+        while bytes.count - offset >= headerSize {
+            let inode = bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
+            let length = Int(bytes.loadUnaligned(fromByteOffset: offset + 16, as: UInt16.self))
+            let type = bytes.load(fromByteOffset: offset + 18, as: UInt8.self)
+            guard length > headerSize, length <= bytes.count - offset else { break }
+            let nameStart = offset + headerSize
+            let room = length - headerSize
+            let nameLength = bytes[nameStart..<(nameStart + room)].firstIndex(of: 0).map { $0 - nameStart } ?? room
+            let name = [UInt8](bytes[nameStart..<(nameStart + nameLength)])
+            if name != [0x2E] && name != [0x2E, 0x2E] {
+                entries.append(Entry(name: name, inode: inode, type: type))
+            }
+            offset += length
+        }
+        return Result(entries: entries, malformedTrailingBytes: bytes.count - offset)
+    }
+}
