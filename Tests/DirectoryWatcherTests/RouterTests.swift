@@ -126,6 +126,8 @@ final class RouterTests: XCTestCase {
         read([InotifyEvent(wd: -1, mask: InotifyMask.queueOverflow)], drained: false)
         XCTAssertEqual(dRecorder.batches, [[DirectoryChange(.overflow, "/d", directory: true)]])
         XCTAssertEqual(eRecorder.batches, [[DirectoryChange(.overflow, "/e", directory: true)]])
+        XCTAssertEqual(order.get(), ["batch"], "the barrier waits for the queue to drain and the rescan")
+        read([], drained: true)
         XCTAssertEqual(order.get(), ["batch", "barrier"], "the overflow notice comes before the barrier")
     }
 

@@ -233,7 +233,9 @@ public final class DirectoryWatcher: @unchecked Sendable {
         case (.eventLoopThread, _?):
             preconditionFailure("a queue and Delivery.eventLoopThread exclude each other")
         }
-        let subscription = Subscription(root: root, mask: options.events.inotifyMask, entry: entry, target: target)
+        let subscription = Subscription(
+            root: root, mask: options.events.inotifyMask, entry: entry, target: target,
+            keepsSnapshot: options.recovery == .exact)
         let watcher = DirectoryWatcher(path: absolute, options: options, subscription: subscription, lease: lease)
         watcher.delegate = delegate
         // The closure forms have no owner to keep their delegate alive: the watcher does.

@@ -18,9 +18,14 @@ extension DirectoryWatcher {
         /// Where callbacks run; ``Delivery/automatic`` unless told otherwise.
         public var delivery: Delivery
 
-        public init(events: Events = .default, delivery: Delivery = .automatic) {
+        /// What the watcher does when the kernel drops events; ``Recovery/exact`` unless told
+        /// otherwise.
+        public var recovery: Recovery
+
+        public init(events: Events = .default, delivery: Delivery = .automatic, recovery: Recovery = .exact) {
             self.events = events
             self.delivery = delivery
+            self.recovery = recovery
         }
     }
 
@@ -55,6 +60,20 @@ extension DirectoryWatcher {
         /// including `invalidate()` and `watchFolder`; barrier completions run there too. For
         /// processes that must not have a second thread; pass no `queue` with this delivery.
         case eventLoopThread
+    }
+
+    /// What a watcher does when the kernel's queue overflows and events are lost.
+    public enum Recovery: Hashable, Sendable {
+        /// The default: the library keeps what it knows of the directory (one entry per name,
+        /// read when watching starts) and, after an overflow, lists the directory again and
+        /// reports exactly what changed meanwhile, each change marked
+        /// ``DirectoryChange/foundByRescan``, after the ``DirectoryChange/Kind/overflow`` notice.
+        /// Costs the listing when watching starts, and memory per entry (Docs/benchmarks.md).
+        case exact
+
+        /// Only the ``DirectoryChange/Kind/overflow`` notice: the watcher lists the directory
+        /// again itself. For huge directories where memory matters more than exactness.
+        case notice
     }
 
     /// Which kinds of change a watcher reports.

@@ -63,17 +63,25 @@ public struct DirectoryChange: Hashable, Sendable, CustomStringConvertible {
     public var oldPath: FileSystemPath?
     /// Whether the entry is a directory, as the kernel reported it (`IN_ISDIR`).
     public var isDirectory: Bool
+    /// True for a change found by listing the directory again after the kernel dropped events
+    /// (it follows an ``Kind/overflow`` notice), rather than reported by the kernel itself. See
+    /// Lost changes and rescans.
+    public var foundByRescan: Bool
 
-    public init(kind: Kind, path: FileSystemPath, oldPath: FileSystemPath? = nil, isDirectory: Bool) {
+    public init(
+        kind: Kind, path: FileSystemPath, oldPath: FileSystemPath? = nil, isDirectory: Bool, foundByRescan: Bool = false
+    ) {
         self.kind = kind
         self.path = path
         self.oldPath = oldPath
         self.isDirectory = isDirectory
+        self.foundByRescan = foundByRescan
     }
 
     public var description: String {
         let suffix = isDirectory ? "/" : ""
-        if let oldPath { return "\(kind.rawValue) \(oldPath)\(suffix) -> \(path)\(suffix)" }
-        return "\(kind.rawValue) \(path)\(suffix)"
+        let origin = foundByRescan ? " (found by rescan)" : ""
+        if let oldPath { return "\(kind.rawValue) \(oldPath)\(suffix) -> \(path)\(suffix)\(origin)" }
+        return "\(kind.rawValue) \(path)\(suffix)\(origin)"
     }
 }

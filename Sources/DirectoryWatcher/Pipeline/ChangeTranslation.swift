@@ -53,6 +53,18 @@ enum ChangeTranslation {
         DirectoryChange(kind: .renamed, path: path, oldPath: oldPath, isDirectory: to.has(InotifyMask.isDirectory))
     }
 
+    /// Whether a watcher that asked for `mask` reports changes of `kind` (a rescan's changes).
+    static func selects(_ mask: UInt32, _ kind: DirectoryChange.Kind) -> Bool {
+        switch kind {
+        case .created: return mask & InotifyMask.create != 0
+        case .removed: return mask & InotifyMask.delete != 0
+        case .modified: return mask & InotifyMask.modify != 0
+        case .attributesChanged: return mask & InotifyMask.attributes != 0
+        case .renamed, .movedIn, .movedOut: return mask & (InotifyMask.movedFrom | InotifyMask.movedTo) != 0
+        default: return true
+        }
+    }
+
     /// Whether a change ends its watcher.
     static func endsWatch(_ change: DirectoryChange) -> Bool {
         change.kind == .rootRemoved || change.kind == .rootMoved

@@ -27,6 +27,18 @@ final class Router {
     private var dirty: [Subscription] = []
     /// Mailboxes that blocks were appended to while idle: the loop owes each a drain.
     private var ready: [Mailbox] = []
+    /// What the watchers have been told of each kernel-watched directory whose watchers keep
+    /// snapshots (``Subscription/keepsSnapshot``), by watch descriptor.
+    private var known: [Int32: KnownDirectory] = [:]
+    /// The kernel queue overflowed: once it is drained, list the known directories again.
+    private var rescanPending = false
+    /// Barriers that were in flight when the queue overflowed: they complete after the rescan.
+    private var barriersAfterRescan: [BarrierRequest] = []
+    /// Directories the router has just listed: their own open, read and close of the directory
+    /// come back as events on it, which are the router's echo, not a watcher's change.
+    private var listingEchoes: Set<Int32> = []
+    private let listDirectory: (FileSystemPath) throws(SyscallError) -> Snapshot
+    private let wallClock: () -> Snapshot.Time
     /// The descriptor of the loop's own barrier file, whose events are never a watcher's.
     private let barrierWD: Int32
     /// Updates the barrier file's timestamps (`IN_ATTRIB` on `barrierWD`).
@@ -36,8 +48,14 @@ final class Router {
     init(
         table: WatchTable<Subscription>, pairingWindow: UInt64, barrierWD: Int32,
         writeBarrierFile: @escaping () throws(SyscallError) -> Void,
-        isOnLoopThread: @escaping () -> Bool = { true }
+        isOnLoopThread: @escaping () -> Bool = { true },
+        listDirectory: @escaping (FileSystemPath) throws(SyscallError) -> Snapshot = { _ throws(SyscallError) in
+            Snapshot()
+        },
+        wallClock: @escaping () -> Snapshot.Time = System.wallClockNow
     ) {
+        self.listDirectory = listDirectory
+        self.wallClock = wallClock
         self.table = table
         self.pairing = MovePairing(window: pairingWindow)
         self.barrierWD = barrierWD
@@ -81,15 +99,26 @@ final class Router {
     /// batches to their queues. `queueDrained`: the last read found the kernel queue empty.
     func finishWakeUp(queueDrained: Bool) {
         assert(isOnLoopThread())
+        if queueDrained && rescanPending && pairing.isEmpty {
+            rescanPending = false
+            rescan()
+            let waiting = barriersAfterRescan
+            barriersAfterRescan = []
+            complete(waiting)
+        }
         if queueDrained && pairing.isEmpty && barrier.drained() { writeBarrier() }
         flushBatches()
     }
+
+    /// The number of entries the router knows across its kept snapshots (tests, benchmark).
+    var knownEntries: Int { known.values.reduce(0) { $0 + $1.count } }
 
     /// The loop is stopping: hands over what is pending, completes every barrier, forgets every
     /// subscription (closing the inotify descriptor removes the kernel watches).
     func tearDown() {
         assert(isOnLoopThread())
-        let leftover = barrier.takeAll()
+        let leftover = barrier.takeAll() + barriersAfterRescan
+        barriersAfterRescan = []
         flushBatches()
         for request in leftover { schedule(request.subscription.run(request.completion)) }
         subscriptions = [:]
@@ -100,11 +129,18 @@ final class Router {
     func subscribe(_ subscription: Subscription) -> SyscallError? {
         assert(isOnLoopThread())
         do {
+            // A kept snapshot follows every change of name, whatever the watcher selected.
+            let names = subscription.keepsSnapshot ? InotifyMask.names : 0
             let wd = try table.add(
                 subscription, directory: subscription.root, mask: subscription.mask,
-                flags: InotifyMask.onlyDirectory | InotifyMask.excludeUnlinked, only: subscription.entry)
+                flags: InotifyMask.onlyDirectory | InotifyMask.excludeUnlinked | names, only: subscription.entry)
             subscription.loop.descriptors = [wd]
             subscriptions[ObjectIdentifier(subscription)] = subscription
+            // The directory as it is when watching starts; without it (unreadable), an overflow is
+            // reported as a notice only.
+            if subscription.keepsSnapshot && known[wd] == nil, let snapshot = list(subscription.root, wd: wd) {
+                known[wd] = KnownDirectory(snapshot)
+            }
             return nil
         } catch {
             return error
@@ -151,6 +187,7 @@ final class Router {
         if event.has(InotifyMask.ignored) {
             // The kernel dropped the watch (directory gone, file system unmounted). A subscriber
             // still here did not see DELETE_SELF, so tell it now.
+            known[event.wd] = nil
             for watch in table.kernelDropped(event.wd) where !watch.subscriber.loop.isEnded {
                 collect(
                     DirectoryChange(kind: .rootRemoved, path: watch.directory, isDirectory: true), for: watch.subscriber
@@ -158,6 +195,9 @@ final class Router {
             }
             return
         }
+        if !listingEchoes.isEmpty, isListingEcho(event) { return }
+        // What a rescan reported already is not reported again when the kernel's event follows.
+        if !event.name.isEmpty, known[event.wd]?.apply(event, at: wallClock()) == false { return }
         for watch in table.watches(event.wd) where !watch.subscriber.loop.isEnded {
             if let change = ChangeTranslation.change(
                 for: event, in: watch.directory, mask: watch.mask, entry: watch.entry)
@@ -168,6 +208,12 @@ final class Router {
     }
 
     private func handleMove(from: InotifyEvent, to: InotifyEvent) {
+        if from.wd == to.wd {
+            known[from.wd]?.renamed(from: from.name, to: to.name, at: wallClock())
+        } else {
+            let moved = known[from.wd]?.takeOut(from.name) ?? nil
+            known[to.wd]?.putIn(to.name, moved, isDirectory: to.has(InotifyMask.isDirectory), at: wallClock())
+        }
         let sources = table.watches(from.wd)
         let targets = table.watches(to.wd)
         for source in sources where !source.subscriber.loop.isEnded {
@@ -208,7 +254,10 @@ final class Router {
 
     private func end(_ subscription: Subscription) {
         subscription.loop.isEnded = true
-        for wd in subscription.loop.descriptors { table.remove(subscription, from: wd) }
+        for wd in subscription.loop.descriptors {
+            table.remove(subscription, from: wd)
+            if table.kernelMask(wd) == nil { known[wd] = nil }
+        }
         subscription.loop.descriptors = []
     }
 
@@ -216,7 +265,56 @@ final class Router {
         for subscription in subscriptions.values where !subscription.loop.isEnded {
             collect(DirectoryChange(kind: .overflow, path: subscription.root, isDirectory: true), for: subscription)
         }
-        complete(barrier.overflowed())
+        rescanPending = true
+        barriersAfterRescan += barrier.overflowed()
+    }
+
+    /// Lists every known directory again and reports what changed since the watchers were last
+    /// told, each change marked as found by the rescan. A directory that cannot be listed (it
+    /// went away: its own events say so) keeps the overflow notice alone.
+    private func rescan() {
+        for wd in Array(known.keys) {
+            let watches = table.watches(wd).filter { !$0.subscriber.loop.isEnded }
+            guard let first = watches.first, let current = list(first.directory, wd: wd) else { continue }
+            guard let differences = known[wd]?.differences(to: current) else { continue }
+            known[wd]?.reset(to: current)
+            for watch in watches {
+                for difference in differences where ChangeTranslation.selects(watch.mask, difference.kind) {
+                    guard
+                        watch.covers(difference.name[...])
+                            || (difference.oldName.map { watch.covers($0[...]) } ?? false)
+                    else { continue }
+                    collect(
+                        DirectoryChange(
+                            kind: difference.kind, path: watch.path(of: difference.name[...]),
+                            oldPath: difference.oldName.map { watch.path(of: $0[...]) },
+                            isDirectory: difference.isDirectory, foundByRescan: true),
+                        for: watch.subscriber)
+                }
+            }
+        }
+    }
+
+    /// Lists a watched directory, expecting the echo of its own reading.
+    private func list(_ directory: FileSystemPath, wd: Int32) -> Snapshot? {
+        guard let snapshot = try? listDirectory(directory) else { return nil }
+        listingEchoes.insert(wd)
+        return snapshot
+    }
+
+    /// The open, reads and close of a directory the router listed, which the kernel reports on
+    /// the directory itself. The echo ends with its close, or with the first other event of the
+    /// directory (when nobody asked for closes, none comes).
+    private func isListingEcho(_ event: InotifyEvent) -> Bool {
+        guard listingEchoes.contains(event.wd) else { return false }
+        let echo = InotifyMask.open | InotifyMask.access | InotifyMask.closeNoWrite
+        guard event.name.isEmpty, event.has(InotifyMask.isDirectory), event.mask & ~InotifyMask.isDirectory & ~echo == 0
+        else {
+            listingEchoes.remove(event.wd)
+            return false
+        }
+        if event.has(InotifyMask.closeNoWrite) { listingEchoes.remove(event.wd) }
+        return true
     }
 
     private func flushBatches() {

@@ -80,12 +80,30 @@ struct Snapshot: Equatable, Sendable {
     ///   files) change time changed. A renamed file that was also written is renamed, then
     ///   modified.
     static func changes(from old: Snapshot, to new: Snapshot, in directory: FileSystemPath) -> [DirectoryChange] {
-        func path(_ name: [UInt8]) -> FileSystemPath { directory.appending(bytes: name[...]) }
-        func change(_ kind: DirectoryChange.Kind, _ name: [UInt8], _ entry: Entry, from: [UInt8]? = nil)
-            -> DirectoryChange
-        {
+        differences(from: old, to: new).map { $0.change(in: directory) }
+    }
+
+    /// One change between two snapshots, by entry name.
+    struct Difference: Equatable {
+        var kind: DirectoryChange.Kind
+        var name: [UInt8]
+        /// For a rename, the name the file left.
+        var oldName: [UInt8]?
+        var isDirectory: Bool
+
+        func change(in directory: FileSystemPath) -> DirectoryChange {
             DirectoryChange(
-                kind: kind, path: path(name), oldPath: from.map(path), isDirectory: entry.kind == .directory)
+                kind: kind, path: directory.appending(bytes: name[...]),
+                oldPath: oldName.map { directory.appending(bytes: $0[...]) }, isDirectory: isDirectory)
+        }
+    }
+
+    /// ``changes(from:to:in:)`` by entry name.
+    static func differences(from old: Snapshot, to new: Snapshot) -> [Difference] {
+        func change(_ kind: DirectoryChange.Kind, _ name: [UInt8], _ entry: Entry, from: [UInt8]? = nil)
+            -> Difference
+        {
+            Difference(kind: kind, name: name, oldName: from, isDirectory: entry.kind == .directory)
         }
 
         // Names whose file left, and names that hold a file they did not hold before.
@@ -139,7 +157,7 @@ struct Snapshot: Equatable, Sendable {
             }
         }
 
-        var changes: [DirectoryChange] = []
+        var changes: [Difference] = []
         for name in left where !renamedSources.contains(name) && !renameTargets.contains(name) {
             changes.append(change(.removed, name, old.entries[name]!))
         }

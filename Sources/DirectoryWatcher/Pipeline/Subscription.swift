@@ -29,6 +29,8 @@ final class Subscription: @unchecked Sendable {
     /// For a file watch, the entry of ``root`` it follows; nil for a directory watch.
     let entry: WatchedEntry?
     let target: Target
+    /// The router keeps what it knows of the directory, to report exactly what an overflow hid.
+    let keepsSnapshot: Bool
     let gate = DeliveryGate()
     /// Receives the batches. Set once, before the subscription reaches the loop.
     weak var receiver: (any ChangeReceiver)?
@@ -52,11 +54,12 @@ final class Subscription: @unchecked Sendable {
     /// Leader only (see ``LoopState``).
     var loop = LoopState()
 
-    init(root: FileSystemPath, mask: UInt32, entry: WatchedEntry? = nil, target: Target) {
+    init(root: FileSystemPath, mask: UInt32, entry: WatchedEntry? = nil, target: Target, keepsSnapshot: Bool = false) {
         self.root = root
         self.mask = mask
         self.entry = entry
         self.target = target
+        self.keepsSnapshot = keepsSnapshot
     }
 
     /// The mailbox, for a subscription delivered on the loop's threads.
@@ -80,8 +83,10 @@ final class Subscription: @unchecked Sendable {
         var batch = loop.pending
         let ends = loop.endsWithBatch
         loop.pending = []
-        let room = Self.backlogLimit - backlog.load(ordering: .relaxed)
-        if batch.count <= room {
+        let undelivered = backlog.load(ordering: .relaxed)
+        let room = Self.backlogLimit - undelivered
+        // A watcher that has taken everything so far takes any batch, however large (a rescan's).
+        if undelivered == 0 || batch.count <= room {
             loop.isOverflowing = false
         } else if !ends {
             // Blocked for long: what fits, then one overflow that stands for everything until the

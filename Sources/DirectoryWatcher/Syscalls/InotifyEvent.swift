@@ -68,4 +68,6 @@ enum InotifyMask {
         create | delete | modify | attributes | movedFrom | movedTo | deleteSelf | moveSelf
     /// What every watch asks for whatever events were selected: the directory's own end.
     static let lifecycle: UInt32 = deleteSelf | moveSelf
+    /// Every change of an entry's name: what a kept snapshot of the directory must see.
+    static let names: UInt32 = create | delete | movedFrom | movedTo
 }

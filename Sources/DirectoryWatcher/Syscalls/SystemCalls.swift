@@ -71,6 +71,13 @@ struct System: Sendable {
 
     init(_ calls: SystemCalls = .live) { self.calls = calls }
 
+    /// CLOCK_REALTIME, the clock file times are kept in.
+    static func wallClockNow() -> EntryStatus.Time {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return EntryStatus.Time(seconds: Int64(now.tv_sec), nanoseconds: UInt32(now.tv_nsec))
+    }
+
     /// Nanoseconds of CLOCK_MONOTONIC (through the vDSO: no system call, nothing to fake).
     static func monotonicNow() -> UInt64 {
         var now = timespec()
