@@ -11,7 +11,7 @@
 /// The events also tell which changes a watcher has been told already: after a rescan has reported
 /// an entry as created, the kernel's own `IN_CREATE` for it may still be queued; it finds the name
 /// known and is not reported again (``apply(_:)``).
-struct KnownDirectory {
+final class KnownDirectory {
     enum Known: Equatable {
         /// The status read at the last listing, unchanged by any event since.
         case entry(Snapshot.Entry)
@@ -20,10 +20,29 @@ struct KnownDirectory {
         case unknown(isDirectory: Bool, since: Snapshot.Time, createdOnly: Bool)
     }
 
-    private(set) var entries: [[UInt8]: Known]
+    /// An entry name as a key: hashed in one pass over its bytes, and looked up with a slice of
+    /// the read's buffer (no copy per event); a name stored is a copy of its own, so no key keeps
+    /// a whole read alive.
+    struct Name: Hashable {
+        let bytes: ArraySlice<UInt8>
+
+        init(looking bytes: ArraySlice<UInt8>) { self.bytes = bytes }
+        init(keeping bytes: ArraySlice<UInt8>) { self.bytes = Array(bytes)[...] }
+        init(_ bytes: [UInt8]) { self.bytes = bytes[...] }
+
+        static func == (a: Name, b: Name) -> Bool { a.bytes.elementsEqual(b.bytes) }
+
+        func hash(into hasher: inout Hasher) {
+            bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
+        }
+    }
+
+    private(set) var entries: [Name: Known]
 
     init(_ snapshot: Snapshot) {
-        entries = snapshot.entries.mapValues { .entry($0) }
+        entries = [:]
+        entries.reserveCapacity(snapshot.entries.count)
+        for (name, entry) in snapshot.entries { entries[Name(name)] = .entry(entry) }
     }
 
     var count: Int { entries.count }
@@ -31,43 +50,48 @@ struct KnownDirectory {
     /// Applies an event about `name` (not half of a paired rename: see ``renamed(from:to:)``).
     /// Returns false when the event repeats what the watchers have been told already (an entry
     /// created that is known, one removed that is not), so it is not reported again.
-    mutating func apply(_ event: InotifyEvent, at now: Snapshot.Time) -> Bool {
-        let name = Array(event.name)
+    func apply(_ event: InotifyEvent, at now: Snapshot.Time) -> Bool {
         let isDirectory = event.has(InotifyMask.isDirectory)
         if event.has(InotifyMask.create) {
             // A name cannot be created while it exists: the rescan reported this one already.
-            guard entries[name] == nil else { return false }
-            entries[name] = .unknown(isDirectory: isDirectory, since: now, createdOnly: true)
-            return true
+            // (One hash for the common case; a repeat puts back what it replaced.)
+            let key = Name(keeping: event.name)
+            let created = Known.unknown(isDirectory: isDirectory, since: now, createdOnly: true)
+            guard let known = entries.updateValue(created, forKey: key) else { return true }
+            entries[key] = known
+            return false
         }
+        let name = Name(looking: event.name)
         if event.has(InotifyMask.movedTo) {
             // A rename may replace an entry: always news.
-            entries[name] = .unknown(isDirectory: isDirectory, since: now, createdOnly: false)
+            entries[Name(keeping: event.name)] = .unknown(isDirectory: isDirectory, since: now, createdOnly: false)
             return true
         }
         if event.has(InotifyMask.delete | InotifyMask.movedFrom) {
             return entries.removeValue(forKey: name) != nil
         }
-        if event.has(InotifyMask.modify | InotifyMask.attributes | InotifyMask.closeWrite), entries[name] != nil {
-            entries[name] = .unknown(isDirectory: isDirectory, since: now, createdOnly: false)
+        if event.has(InotifyMask.modify | InotifyMask.attributes | InotifyMask.closeWrite),
+            let index = entries.index(forKey: name)
+        {
+            entries.values[index] = .unknown(isDirectory: isDirectory, since: now, createdOnly: false)
         }
         return true
     }
 
     /// A rename within the directory: the entry keeps what is known of it under its new name.
-    mutating func renamed(from: ArraySlice<UInt8>, to: ArraySlice<UInt8>, at now: Snapshot.Time) {
-        let known = entries.removeValue(forKey: Array(from))
-        entries[Array(to)] = known ?? .unknown(isDirectory: false, since: now, createdOnly: false)
+    func renamed(from: ArraySlice<UInt8>, to: ArraySlice<UInt8>, at now: Snapshot.Time) {
+        let known = entries.removeValue(forKey: Name(looking: from))
+        entries[Name(keeping: to)] = known ?? .unknown(isDirectory: false, since: now, createdOnly: false)
     }
 
     /// Takes out an entry that moved to another watched directory.
-    mutating func takeOut(_ name: ArraySlice<UInt8>) -> Known? {
-        entries.removeValue(forKey: Array(name))
+    func takeOut(_ name: ArraySlice<UInt8>) -> Known? {
+        entries.removeValue(forKey: Name(looking: name))
     }
 
     /// Puts in an entry that moved here from another watched directory.
-    mutating func putIn(_ name: ArraySlice<UInt8>, _ known: Known?, isDirectory: Bool, at now: Snapshot.Time) {
-        entries[Array(name)] = known ?? .unknown(isDirectory: isDirectory, since: now, createdOnly: false)
+    func putIn(_ name: ArraySlice<UInt8>, _ known: Known?, isDirectory: Bool, at now: Snapshot.Time) {
+        entries[Name(keeping: name)] = known ?? .unknown(isDirectory: isDirectory, since: now, createdOnly: false)
     }
 
     /// The changes from what is known to `current`, by name, in an order that applies. An entry
@@ -79,7 +103,8 @@ struct KnownDirectory {
         var current = current
         var removed: [Snapshot.Difference] = []
         var touched: [Snapshot.Difference] = []
-        for (name, known) in entries {
+        for (key, known) in entries {
+            let name = Array(key.bytes)
             switch known {
             case .entry(let entry):
                 exactlyKnown.entries[name] = entry
@@ -100,8 +125,10 @@ struct KnownDirectory {
     }
 
     /// After a rescan: what is known is what was listed.
-    mutating func reset(to snapshot: Snapshot) {
-        self = KnownDirectory(snapshot)
+    func reset(to snapshot: Snapshot) {
+        entries = [:]
+        entries.reserveCapacity(snapshot.entries.count)
+        for (name, entry) in snapshot.entries { entries[Name(name)] = .entry(entry) }
     }
 }
 

@@ -39,6 +39,9 @@ final class Router {
     private var listingEchoes: Set<Int32> = []
     private let listDirectory: (FileSystemPath) throws(SyscallError) -> Snapshot
     private let wallClock: () -> Snapshot.Time
+    /// The wall-clock time of the read being routed, and that read's monotonic time.
+    private var wallNow = Snapshot.Time(seconds: 0, nanoseconds: 0)
+    private var wallNowRead: UInt64 = .max
     /// The descriptor of the loop's own barrier file, whose events are never a watcher's.
     private let barrierWD: Int32
     /// Updates the barrier file's timestamps (`IN_ATTRIB` on `barrierWD`).
@@ -78,6 +81,11 @@ final class Router {
     /// One event read from the kernel, at `now`.
     func receive(_ event: InotifyEvent, now: UInt64) {
         assert(isOnLoopThread())
+        // The wall clock once per read (the events of one read share `now`), for kept snapshots.
+        if now != wallNowRead {
+            wallNowRead = now
+            wallNow = wallClock()
+        }
         // Most events pass straight through: nothing is held back and this is no rename's first
         // half (a second half finds no partner while nothing is held).
         if pairing.isEmpty && !(event.has(InotifyMask.movedFrom) && event.cookie != 0) {
@@ -197,7 +205,7 @@ final class Router {
         }
         if !listingEchoes.isEmpty, isListingEcho(event) { return }
         // What a rescan reported already is not reported again when the kernel's event follows.
-        if !event.name.isEmpty, known[event.wd]?.apply(event, at: wallClock()) == false { return }
+        if !event.name.isEmpty, let directory = known[event.wd], !directory.apply(event, at: wallNow) { return }
         for watch in table.watches(event.wd) where !watch.subscriber.loop.isEnded {
             if let change = ChangeTranslation.change(
                 for: event, in: watch.directory, mask: watch.mask, entry: watch.entry)
@@ -209,10 +217,10 @@ final class Router {
 
     private func handleMove(from: InotifyEvent, to: InotifyEvent) {
         if from.wd == to.wd {
-            known[from.wd]?.renamed(from: from.name, to: to.name, at: wallClock())
+            known[from.wd]?.renamed(from: from.name, to: to.name, at: wallNow)
         } else {
             let moved = known[from.wd]?.takeOut(from.name) ?? nil
-            known[to.wd]?.putIn(to.name, moved, isDirectory: to.has(InotifyMask.isDirectory), at: wallClock())
+            known[to.wd]?.putIn(to.name, moved, isDirectory: to.has(InotifyMask.isDirectory), at: wallNow)
         }
         let sources = table.watches(from.wd)
         let targets = table.watches(to.wd)
