@@ -88,6 +88,37 @@ final class EndToEndTests: XCTestCase {
         XCTAssertEqual(run.remainingOutput(), "", "the root named twice was watched once")
     }
 
+    /// The kernel queue overflows while dirwatch is stopped; once it goes on, it says so and then
+    /// reports every file, each once, the ones the kernel dropped found by a rescan.
+    func testFortyThousandFilesMadeWhileStoppedAreEachReportedOnce() throws {
+        let run = try Run(Self.binary, ["--json", directory.path])
+        try run.waitUntilEstablished()
+        run.pause()
+        for index in 0..<40_000 { touch(directory.path + "/f\(index)") }
+        run.resume()
+        var created = Set<String>()
+        var overflows = 0
+        var foundByRescan = 0
+        while created.count < 40_000 {
+            let json = try run.nextJSON()
+            switch json["kind"] as? String {
+            case "overflow":
+                overflows += 1
+                XCTAssertEqual(json["path"] as? String, directory.path)
+            case "created":
+                let path = try XCTUnwrap(json["path"] as? String)
+                XCTAssertTrue(created.insert(path).inserted, "reported twice: \(path)")
+                if json["foundByRescan"] as? Bool == true { foundByRescan += 1 }
+            default:
+                XCTFail("unexpected line: \(json)")
+            }
+        }
+        XCTAssertEqual(overflows, 1, "one line says changes were lost and a rescan follows")
+        XCTAssertGreaterThan(foundByRescan, 0)
+        run.interrupt()
+        XCTAssertEqual(try run.waitForExit(), 0)
+    }
+
     func testOddNamesAreValidJSONAndReversible() throws {
         let run = try Run(Self.binary, ["--json", directory.path])
         try run.waitUntilEstablished()
@@ -291,6 +322,9 @@ private final class Run: @unchecked Sendable {
     }
 
     func interrupt() { kill(process.processIdentifier, SIGINT) }
+    /// Stops the process as a shell's ^Z does (SIGSTOP), and lets it go on (SIGCONT).
+    func pause() { kill(process.processIdentifier, SIGSTOP) }
+    func resume() { kill(process.processIdentifier, SIGCONT) }
     func terminate() { kill(process.processIdentifier, SIGTERM) }
 
     func waitForExit() throws -> Int32 {
