@@ -13,7 +13,7 @@ struct Configuration {
     var watcherCount = 1_000
     /// Watchers whose delegates take 2 ms each, for the thread bound.
     var slowWatcherCount = 1_000
-    var snapshotEntries = 10_000
+    var snapshotEntries = 100_000
     /// Quiet time before counting idle wake-ups, and the time counted.
     var idleSettle = 1.0
     var idleWindow = 3.0
@@ -24,7 +24,7 @@ struct Configuration {
 
     static let quick = Configuration(
         rounds: 2, latencyOperations: 300, latencyWarmUp: 20, burstSize: 10_000, treeSizes: [1_000, 10_000],
-        watcherCount: 1_000, slowWatcherCount: 200, snapshotEntries: 1_000, idleSettle: 0.5, idleWindow: 1.0,
+        watcherCount: 1_000, slowWatcherCount: 200, snapshotEntries: 10_000, idleSettle: 0.5, idleWindow: 1.0,
         quick: true, peers: false,
         outputDirectory: nil, scratchParent: nil)
 }
@@ -163,7 +163,7 @@ final class Bench {
             }
             treeRoots[size] = root
         }
-        let snapshot = try floorSnapshot()
+        let (snapshot, floorListing, librarySnapshot, libraryListing) = try snapshots()
 
         func both(_ values: [Contender: [Double]], _ library: Contender = .library) -> (Measured, Measured) {
             (.values(values[library] ?? []), .values(values[.floor] ?? []))
@@ -224,7 +224,13 @@ final class Bench {
         }
         figures += [
             figure("memory", "Memory per watched directory (heap)", "bytes", footprint("heap", perWatch: true), .none),
-            figure("snapshot", "Memory per snapshot entry (heap)", "bytes", (notYet, .values(snapshot)), .none),
+            figure(
+                "snapshot", "Memory per snapshot entry (heap)", "bytes", (.values(librarySnapshot), .values(snapshot)),
+                .none),
+            figure(
+                "listing",
+                "Listing \(format(Double(c.snapshotEntries))) entries (watching starts; a rescan lists the same)", "ms",
+                (.values(libraryListing), .values(floorListing)), .none),
             figure("idle", "Idle wake-ups", "per second", both(idle), .atMost(0)),
             figure("threads", "\(watchers): threads added", "threads", footprint("threads"), .atMost(1)),
             figure(
@@ -343,22 +349,37 @@ final class Bench {
         return try value("ns", in: line)
     }
 
-    /// Heap bytes per entry of the floor's snapshot of a directory (in this process: a snapshot
-    /// is plain data, no watcher involved).
-    private func floorSnapshot() throws(BenchError) -> [Double] {
+    /// Heap bytes per entry and milliseconds of the floor's snapshot of a directory (in this
+    /// process: a snapshot is plain data, no watcher involved), and the same for the library's
+    /// kept snapshot (in a child: a watcher that recovers exactly beside one that does not).
+    private func snapshots() throws(BenchError) -> ([Double], [Double], [Double], [Double]) {
         let directory = "\(scratch)/snapshot"
         try Files.makeDirectory(directory)
         defer { Files.remove(directory) }
         try Files.createFiles(in: directory, prefix: "entry-", count: configuration.snapshotEntries)
         var perEntry: [Double] = []
-        for _ in 0..<configuration.rounds {
+        var listing: [Double] = []
+        var libraryPerEntry: [Double] = []
+        var libraryListing: [Double] = []
+        for round in 0..<configuration.rounds {
+            log(
+                "round \(round + 1)/\(configuration.rounds): snapshots of \(format(Double(configuration.snapshotEntries)))"
+            )
             let before = cbs_heap_bytes_in_use()
+            let start = monotonicNanoseconds()
             guard let snapshot = cif_snapshot_take(directory) else { throw .system("floor: snapshot", directory) }
+            listing.append(Double(monotonicNanoseconds() - start) / 1e6)
             let bytes = cbs_heap_bytes_in_use() - before
             perEntry.append(Double(bytes) / Double(cif_snapshot_count(snapshot)))
             cif_snapshot_free(snapshot)
+            let process = try child(["library-snapshot", directory])
+            let line = try process.expectLine(containing: "snapshot")
+            _ = try process.wait()
+            let entries = try value("entries", in: line)
+            libraryPerEntry.append(try value("heap", in: line) / entries)
+            libraryListing.append(try value("ns", in: line) / 1e6)
         }
-        return perEntry
+        return (perEntry, listing, libraryPerEntry, libraryListing)
     }
 
     /// The number after `key=` in a child's line.

@@ -34,6 +34,7 @@ enum Child {
                 try librarySlow(parent: arguments[1], count: Int(arguments[2]) ?? 0, delivery: .automatic)
             case ("libraryQueue-slow", 3):
                 try librarySlow(parent: arguments[1], count: Int(arguments[2]) ?? 0, delivery: .queue)
+            case ("library-snapshot", 2): try librarySnapshot(directory: arguments[1])
             case ("floor-many", 3): try floorMany(parent: arguments[1], count: Int(arguments[2]) ?? 0)
             case ("floor-tree", 2): try floorTree(root: arguments[1])
             default: throw BenchError("unknown child mode: \(arguments.joined(separator: " "))")
@@ -224,6 +225,24 @@ enum Child {
         for watcher in watchers { watcher.invalidate() }
         for burst in 0..<bursts {
             for index in 0..<count { unlink("\(parent)/\(index)/slow-\(tag)-\(burst)") }
+        }
+    }
+
+    /// What a kept snapshot costs: a watcher that keeps none, then one that does on the same
+    /// directory (its listing is the difference), measured in heap bytes and time.
+    private static func librarySnapshot(directory: String) throws(BenchError) {
+        let entries = directoryEntries(directory).count
+        do {
+            let plain = try DirectoryWatcher.watchFolder(path: directory, options: .init(recovery: .notice)) { _ in }
+            defer { plain.invalidate() }
+            let heap = cbs_heap_bytes_in_use()
+            let start = monotonicNanoseconds()
+            let exact = try DirectoryWatcher.watchFolder(path: directory, options: .init(recovery: .exact)) { _ in }
+            defer { exact.invalidate() }
+            let elapsed = monotonicNanoseconds() - start
+            writeAll("snapshot entries=\(entries) heap=\(cbs_heap_bytes_in_use() - heap) ns=\(elapsed)\n", to: 1)
+        } catch {
+            throw BenchError("library: \(error)")
         }
     }
 
