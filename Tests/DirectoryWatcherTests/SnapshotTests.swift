@@ -284,16 +284,16 @@ final class SnapshotPropertyTests: XCTestCase {
             let name = String(decoding: change.path.bytes.split(separator: 0x2F).last ?? [], as: UTF8.self)
             switch change.kind {
             case .removed:
-                XCTAssertNotNil(applied.removeValue(forKey: name), "removed a name that was not there: \(context)")
+                XCTAssertTrue(applied.removeValue(forKey: name) != nil, "removed a name that was not there: \(context)")
             case .created:
                 applied[name] = .some(nil)
             case .renamed:
                 let old = String(decoding: change.oldPath?.bytes.split(separator: 0x2F).last ?? [], as: UTF8.self)
                 let moved = applied.removeValue(forKey: old)
-                XCTAssertNotNil(moved, "renamed from a name that was not there: \(context)")
+                XCTAssertTrue(moved != nil, "renamed from a name that was not there: \(context)")
                 applied[name] = moved ?? .some(nil)
             case .modified, .attributesChanged:
-                XCTAssertNotNil(applied[name], "changed a name that is not there: \(context)")
+                XCTAssertTrue(applied[name] != nil, "changed a name that is not there: \(context)")
             default:
                 XCTFail("unexpected kind \(change.kind): \(context)")
             }

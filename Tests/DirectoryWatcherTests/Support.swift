@@ -8,8 +8,8 @@ import XCTest
 final class TemporaryDirectory: Sendable {
     let path: String
 
-    init() {
-        var template = Array((NSTemporaryDirectory() + "DirectoryWatcherTests.XXXXXX").utf8CString)
+    init(in parent: String = NSTemporaryDirectory()) {
+        var template = Array((parent + "DirectoryWatcherTests.XXXXXX").utf8CString)
         let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
         precondition(made != nil, "mkdtemp failed: \(String(cString: strerror(errno)))")
         path = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
