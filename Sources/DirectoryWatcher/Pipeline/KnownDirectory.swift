@@ -40,14 +40,17 @@ final class KnownDirectory {
     private(set) var entries: [Name: Known]
 
     init(_ snapshot: Snapshot) {
-        entries = [:]
-        entries.reserveCapacity(snapshot.entries.count)
-        for (name, entry) in snapshot.entries { entries[Name(name)] = .entry(entry) }
+        entries = Self.entries(of: snapshot)
     }
 
-    var count: Int { entries.count }
+    private static func entries(of snapshot: Snapshot) -> [Name: Known] {
+        var entries: [Name: Known] = [:]
+        entries.reserveCapacity(snapshot.entries.count)
+        for (name, entry) in snapshot.entries { entries[Name(name)] = .entry(entry) }
+        return entries
+    }
 
-    /// Applies an event about `name` (not half of a paired rename: see ``renamed(from:to:)``).
+    /// Applies an event about `name` (not half of a paired rename: see ``renamed(from:to:at:)``).
     /// Returns false when the event repeats what the watchers have been told already (an entry
     /// created that is known, one removed that is not), so it is not reported again.
     func apply(_ event: InotifyEvent, at now: Snapshot.Time) -> Bool {
@@ -126,9 +129,7 @@ final class KnownDirectory {
 
     /// After a rescan: what is known is what was listed.
     func reset(to snapshot: Snapshot) {
-        entries = [:]
-        entries.reserveCapacity(snapshot.entries.count)
-        for (name, entry) in snapshot.entries { entries[Name(name)] = .entry(entry) }
+        entries = Self.entries(of: snapshot)
     }
 }
 

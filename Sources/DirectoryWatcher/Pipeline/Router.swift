@@ -118,9 +118,6 @@ final class Router {
         flushBatches()
     }
 
-    /// The number of entries the router knows across its kept snapshots (tests, benchmark).
-    var knownEntries: Int { known.values.reduce(0) { $0 + $1.count } }
-
     /// The loop is stopping: hands over what is pending, completes every barrier, forgets every
     /// subscription (closing the inotify descriptor removes the kernel watches).
     func tearDown() {
