@@ -164,15 +164,23 @@ final class StandbyTests: WatchedDirectoryTestCase {
             started.fulfill()
             release.wait()
         }
+        // A watcher of another directory: its barrier completes once every event before it has
+        // been read, so all the changes below reach the blocked watcher while it is blocked.
+        let probeDirectory = TemporaryDirectory()
+        let probe = try DirectoryWatcher.watchFolder(path: probeDirectory.path) { _ in }
+        defer { probe.invalidate() }
         directory.touch("first")
         wait(for: [started], timeout: 10)
         let total = Subscription.backlogLimit + 2_000
         for index in 0..<total { directory.touch("f\(index)") }
+        waitForDelivery(probe)
         release.signal()
         waitForDelivery(watcher)
         let changes = recorder.changes
         let overflows = changes.filter { $0.kind == .overflow }
-        XCTAssertEqual(overflows, [DirectoryChange(kind: .overflow, path: watcher.path, isDirectory: true)])
+        // The backlog's notice; the kernel's too when its queue overflowed before the standby
+        // took over (a slow machine).
+        XCTAssertTrue((1...2).contains(overflows.count), "\(overflows)")
         XCTAssertLessThanOrEqual(changes.count, Subscription.backlogLimit + 2, "the backlog stayed bounded")
         // What came before the overflow is the changes in order, none missing.
         let before = changes.prefix { $0.kind != .overflow }
