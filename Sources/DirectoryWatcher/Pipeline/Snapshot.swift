@@ -8,31 +8,8 @@
 struct Snapshot: Equatable, Sendable {
     typealias Time = EntryStatus.Time
 
-    struct Entry: Equatable, Sendable {
-        enum Kind: Equatable, Sendable { case file, directory, symbolicLink, other }
-
-        var kind: Kind
-        var device: UInt64
-        var inode: UInt64
-        var size: Int64
-        var modified: Time
-        var changed: Time
-        /// Nil where the file system keeps no birth time.
-        var born: Time?
-        /// The permission bits (the mode without the type).
-        var permissions: UInt32
-        var owner: UInt32
-        var group: UInt32
-
-        /// The same file: the same inode of the same device, and, where the file system keeps
-        /// birth times, born at the same time (an inode number is reused as soon as it is freed,
-        /// so a file removed and another created in its place can share it).
-        func isSameFile(as other: Entry) -> Bool {
-            guard device == other.device, inode == other.inode else { return false }
-            guard let born, let otherBorn = other.born else { return true }
-            return born == otherBorn
-        }
-    }
+    /// An entry as `statx` gave it; what a snapshot compares is derived from it below.
+    typealias Entry = EntryStatus
 
     var entries: [[UInt8]: Entry]
 
@@ -56,7 +33,7 @@ struct Snapshot: Equatable, Sendable {
             let parsed = DirectoryEntryParser.parse(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
             for listed in parsed.entries {
                 guard let status = try system.entryStatus(in: fd, name: listed.name) else { continue }
-                snapshot.entries[listed.name] = Entry(status)
+                snapshot.entries[listed.name] = status
             }
         }
     }
@@ -197,22 +174,27 @@ struct Snapshot: Equatable, Sendable {
     }
 }
 
-extension Snapshot.Entry {
-    init(_ status: EntryStatus) {
-        switch status.mode & 0o170000 {
-        case 0o100000: kind = .file
-        case 0o040000: kind = .directory
-        case 0o120000: kind = .symbolicLink
-        default: kind = .other
+extension EntryStatus {
+    enum Kind: Equatable, Sendable { case file, directory, symbolicLink, other }
+
+    var kind: Kind {
+        switch mode & 0o170000 {
+        case 0o100000: return .file
+        case 0o040000: return .directory
+        case 0o120000: return .symbolicLink
+        default: return .other
         }
-        device = status.device
-        inode = status.inode
-        size = status.size
-        modified = status.modified
-        changed = status.changed
-        born = status.born
-        permissions = status.mode & 0o7777
-        owner = status.owner
-        group = status.group
+    }
+
+    /// The permission bits (the mode without the type).
+    var permissions: UInt32 { mode & 0o7777 }
+
+    /// The same file: the same inode of the same device, and, where the file system keeps birth
+    /// times, born at the same time (an inode number is reused as soon as it is freed, so a file
+    /// removed and another created in its place can share it).
+    func isSameFile(as other: EntryStatus) -> Bool {
+        guard device == other.device, inode == other.inode else { return false }
+        guard let born, let otherBorn = other.born else { return true }
+        return born == otherBorn
     }
 }
