@@ -3,7 +3,9 @@ import DirectoryWatcher
 /// The two output formats, each one line per change.
 public enum ChangeFormat {
     /// `kind path` (or `renamed old -> new`), directories with a trailing `/`, names escaped
-    /// (see `Escaping.text`), and `  (rescan)` after a change found by a rescan. With `color`, the kind is coloured with ANSI escapes.
+    /// (see `Escaping.text`), `  (rescan)` after a change found by a rescan, and
+    /// `  (rescan failed: why)` after an overflow notice whose rescan failed. With `color`, the
+    /// kind is coloured with ANSI escapes.
     public static func text(_ change: DirectoryChange, color: Bool, into output: inout [UInt8]) {
         let kind = change.kind.rawValue
         if color { output += Array("\u{1B}[\(colorCode(change.kind))m".utf8) }
@@ -18,11 +20,13 @@ public enum ChangeFormat {
         Escaping.text(change.path, into: &output)
         if change.isDirectory && change.path.bytes != [UInt8(ascii: "/")] { output.append(UInt8(ascii: "/")) }
         if change.foundByRescan { output += Array("  (rescan)".utf8) }
+        if let error = change.error { output += Array("  (rescan failed: \(error.reason))".utf8) }
         output.append(UInt8(ascii: "\n"))
     }
 
-    /// `{"kind":…,"path":…,"isDirectory":…[,"oldPath":…][,"foundByRescan":true]}` and a newline
-    /// (`foundByRescan` for a change found by listing the directory again after an `overflow`). Every line is valid JSON;
+    /// `{"kind":…,"path":…,"isDirectory":…[,"oldPath":…][,"foundByRescan":true][,"error":…]}` and
+    /// a newline (`foundByRescan` for a change found by listing the directory again after an
+    /// `overflow`; `error`, the cause, on an `overflow` whose rescan failed). Every line is valid JSON;
     /// a path that is not UTF-8 also comes as `pathBytes` / `oldPathBytes` in base64.
     public static func json(_ change: DirectoryChange, into output: inout [UInt8]) {
         output += Array("{\"kind\":\"\(change.kind.rawValue)\",".utf8)
@@ -33,6 +37,10 @@ public enum ChangeFormat {
             Escaping.jsonPath(key: "oldPath", oldPath, into: &output)
         }
         if change.foundByRescan { output += Array(",\"foundByRescan\":true".utf8) }
+        if let error = change.error {
+            output += Array(",\"error\":".utf8)
+            Escaping.jsonString(error.reason, into: &output)
+        }
         output += Array("}\n".utf8)
     }
 

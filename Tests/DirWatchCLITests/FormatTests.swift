@@ -57,6 +57,25 @@ final class FormatTests: XCTestCase {
         XCTAssertNil(try json(change(.created, "/d/a"))["oldPath"])
     }
 
+    func testRescannedChangesAndAFailedRescanAreMarked() throws {
+        var found = change(.created, "/d/a")
+        found.foundByRescan = true
+        XCTAssertEqual(text(found), "created           /d/a  (rescan)\n")
+        XCTAssertEqual(try json(found)["foundByRescan"] as? Bool, true)
+        XCTAssertNil(try json(change(.created, "/d/a"))["foundByRescan"])
+
+        var failed = change(.overflow, "/d", directory: true)
+        failed.error = DirectoryWatcherError(code: .permissionDenied, path: "/d", function: "open", errno: EACCES)
+        XCTAssertEqual(
+            text(failed),
+            "overflow          /d/  (rescan failed: permission denied; the directory must be readable and searchable)\n"
+        )
+        XCTAssertEqual(
+            try json(failed)["error"] as? String,
+            "permission denied; the directory must be readable and searchable")
+        XCTAssertNil(try json(change(.overflow, "/d", directory: true))["error"])
+    }
+
     func testJSONStaysValidForOddNames() throws {
         let names = [
             "/d/new\nline", "/d/quote\"", "/d/back\\slash", "/d/\u{1B}[31m", "/d/tab\t", "/d/\u{2028}sep",

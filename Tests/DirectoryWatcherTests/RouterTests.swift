@@ -1,3 +1,5 @@
+import CDirectoryWatcherShims
+import Glibc
 import XCTest
 
 @testable import DirectoryWatcher
@@ -11,22 +13,29 @@ final class RouterTests: XCTestCase {
     private var router: Router!
     private let barrierWD: Int32 = 1_000
     private let window: UInt64 = 10
+    /// What listing a directory gives (kept snapshots and rescans), by path: a snapshot or an error.
+    private var listings: [String: Result<Snapshot, SyscallError>] = [:]
 
     override func setUp() {
         kernel = FakeKernel()
         barrierWrites = 0
+        listings = [:]
         router = Router(
             table: WatchTable(inotifyFD: 99, system: kernel.system), pairingWindow: window, barrierWD: barrierWD,
-            writeBarrierFile: { [unowned self] () throws(SyscallError) in barrierWrites += 1 })
+            writeBarrierFile: { [unowned self] () throws(SyscallError) in barrierWrites += 1 },
+            listDirectory: { [unowned self] (path) throws(SyscallError) in
+                try (listings[path.description] ?? .success(Snapshot())).get()
+            })
     }
 
     /// A subscription to `root` that records what reaches it.
     private func subscribe(
         _ root: FileSystemPath, events: DirectoryWatcher.Events = DirectoryWatcher.Options().events,
-        entry: WatchedEntry? = nil
+        entry: WatchedEntry? = nil, keepsSnapshot: Bool = false
     ) throws -> (Subscription, BatchRecorder) {
         let subscription = Subscription(
-            root: root, mask: events.inotifyMask, entry: entry, target: .mailbox(Mailbox(mayBlock: true)))
+            root: root, mask: events.inotifyMask, entry: entry, target: .mailbox(Mailbox(mayBlock: true)),
+            keepsSnapshot: keepsSnapshot)
         let recorder = BatchRecorder()
         subscription.receiver = recorder
         if let failure = router.subscribe(subscription) { throw failure }
@@ -129,6 +138,56 @@ final class RouterTests: XCTestCase {
         XCTAssertEqual(order.get(), ["batch"], "the barrier waits for the queue to drain and the rescan")
         read([], drained: true)
         XCTAssertEqual(order.get(), ["batch", "barrier"], "the overflow notice comes before the barrier")
+    }
+
+    /// A file as a listing gives it.
+    private func entry(inode: UInt64) -> Snapshot.Entry {
+        var status = cdw_entry_status()
+        status.mode = 0o100644
+        status.inode = inode
+        return Snapshot.Entry(status)
+    }
+
+    func testARescanReachesOnlyTheWatchersThatKeepSnapshots() throws {
+        let (_, exact) = try subscribe("/d", keepsSnapshot: true)
+        let (_, noticeOnly) = try subscribe("/d")
+        listings["/d"] = .success(Snapshot(entries: [Array("new".utf8): entry(inode: 5)]))
+        read([InotifyEvent(wd: -1, mask: InotifyMask.queueOverflow)])
+        var found = DirectoryChange(.created, "/d/new")
+        found.foundByRescan = true
+        XCTAssertEqual(exact.batches, [[DirectoryChange(.overflow, "/d", directory: true), found]])
+        XCTAssertEqual(noticeOnly.batches, [[DirectoryChange(.overflow, "/d", directory: true)]])
+    }
+
+    func testARescanThatCannotListTheDirectorySaysWhyInASecondNotice() throws {
+        let (subscription, d) = try subscribe("/d", keepsSnapshot: true)
+        listings["/d"] = .failure(SyscallError(function: "open", errno: EACCES))
+        read([InotifyEvent(wd: -1, mask: InotifyMask.queueOverflow)])
+        let batch = try XCTUnwrap(d.batches.first)
+        XCTAssertEqual(batch.map(\.kind), [.overflow, .overflow])
+        XCTAssertNil(batch[0].error)
+        let error = try XCTUnwrap(batch[1].error)
+        XCTAssertEqual(error.code, .permissionDenied)
+        XCTAssertEqual(error.path, "/d")
+        XCTAssertEqual(batch[1].path, FileSystemPath("/d"))
+        XCTAssertFalse(subscription.loop.isEnded, "still watching: a later overflow's rescan may succeed")
+        // It does: the directory is readable again, and the rescan reports what was missed.
+        listings["/d"] = .success(Snapshot(entries: [Array("a".utf8): entry(inode: 7)]))
+        read([InotifyEvent(wd: -1, mask: InotifyMask.queueOverflow)])
+        var found = DirectoryChange(.created, "/d/a")
+        found.foundByRescan = true
+        XCTAssertEqual(d.batches.last, [DirectoryChange(.overflow, "/d", directory: true), found])
+    }
+
+    func testARescanThatFindsTheDirectoryGoneReportsItRemoved() throws {
+        let (subscription, d) = try subscribe("/d", keepsSnapshot: true)
+        listings["/d"] = .failure(SyscallError(function: "open", errno: ENOENT))
+        read([InotifyEvent(wd: -1, mask: InotifyMask.queueOverflow)])
+        var removed = DirectoryChange(.rootRemoved, "/d", directory: true)
+        removed.foundByRescan = true
+        XCTAssertEqual(d.batches, [[DirectoryChange(.overflow, "/d", directory: true), removed]])
+        XCTAssertTrue(subscription.loop.isEnded)
+        XCTAssertEqual(d.rootsGone, 1)
     }
 
     func testABarrierCompletesWhenItsEventIsReadAfterTheChangesBeforeIt() throws {

@@ -33,8 +33,13 @@ public struct DirectoryChange: Hashable, Sendable, CustomStringConvertible {
         /// delivering this change: its path no longer names the directory. For a file watch,
         /// ``DirectoryChange/path`` is the file's directory.
         case rootMoved
-        /// The kernel's event queue overflowed (`IN_Q_OVERFLOW`): changes may have been lost.
-        /// List the directory again to catch up. ``DirectoryChange/path`` is the watched directory.
+        /// The kernel's event queue overflowed (`IN_Q_OVERFLOW`), or the watcher's callbacks fell
+        /// too far behind: changes may have been lost. ``DirectoryChange/path`` is the watched
+        /// directory. With exact recovery (the default), the changes found by listing the
+        /// directory again follow, marked ``DirectoryChange/foundByRescan``; a second notice with
+        /// an ``DirectoryChange/error`` says when that listing failed, and what was missed is
+        /// then unknown. With ``DirectoryWatcher/Recovery/notice``, list the directory again to
+        /// catch up. See Lost changes and rescans.
         case overflow
         /// A file or directory was opened (`IN_OPEN`). Reported only when selected with
         /// ``DirectoryWatcher/Events/opened``. With the watched directory's own path, the
@@ -67,20 +72,29 @@ public struct DirectoryChange: Hashable, Sendable, CustomStringConvertible {
     /// (it follows an ``Kind/overflow`` notice), rather than reported by the kernel itself. See
     /// Lost changes and rescans.
     public var foundByRescan: Bool
+    /// For an ``Kind/overflow`` notice that follows a failed rescan: why the directory could not
+    /// be listed again (permission taken away, out of descriptors). The changes the kernel
+    /// dropped are then unknown; the next overflow's rescan reports them, or list the directory
+    /// yourself. Nil otherwise.
+    public var error: DirectoryWatcherError?
 
     public init(
-        kind: Kind, path: FileSystemPath, oldPath: FileSystemPath? = nil, isDirectory: Bool, foundByRescan: Bool = false
+        kind: Kind, path: FileSystemPath, oldPath: FileSystemPath? = nil, isDirectory: Bool,
+        foundByRescan: Bool = false,
+        error: DirectoryWatcherError? = nil
     ) {
         self.kind = kind
         self.path = path
         self.oldPath = oldPath
         self.isDirectory = isDirectory
         self.foundByRescan = foundByRescan
+        self.error = error
     }
 
     public var description: String {
         let suffix = isDirectory ? "/" : ""
-        let origin = foundByRescan ? " (found by rescan)" : ""
+        var origin = foundByRescan ? " (found by rescan)" : ""
+        if let error { origin += " (rescan failed: \(error.reason))" }
         if let oldPath { return "\(kind.rawValue) \(oldPath)\(suffix) -> \(path)\(suffix)\(origin)" }
         return "\(kind.rawValue) \(path)\(suffix)\(origin)"
     }

@@ -63,7 +63,8 @@ public struct DirectoryWatcherError: Error, Hashable, Sendable, CustomStringConv
         "cannot watch \(quoted(path)): \(reason)"
     }
 
-    private var reason: String {
+    /// The cause in words, without the path: what ``description`` says after it.
+    public var reason: String {
         switch code {
         case .emptyPath: return "the path is empty; pass a directory such as \".\""
         case .notAnEntry: return "not a file in a directory (a file watch needs a path such as \"dir/name\")"

@@ -1,3 +1,5 @@
+import Glibc
+
 /// Routes the kernel's events to the watchers: owns the watch table, rename pairing, barrier
 /// bookkeeping, and each watcher's batch for the current wake-up; it hands batches to mailboxes
 /// and queues, and tells the loop which mailboxes it must now drain (``takeReady()``).
@@ -275,14 +277,24 @@ final class Router {
     }
 
     /// Lists every known directory again and reports what changed since the watchers were last
-    /// told, each change marked as found by the rescan. A directory that cannot be listed (it
-    /// went away: its own events say so) keeps the overflow notice alone.
+    /// told, each change marked as found by the rescan, to the watchers that keep snapshots (the
+    /// others asked for the notice alone). A directory that can no longer be listed is reported:
+    /// as removed when its path names nothing (its own events were among those lost), else with
+    /// a second notice that carries the error.
     private func rescan() {
         for wd in Array(known.keys) {
-            let watches = table.watches(wd).filter { !$0.subscriber.loop.isEnded }
-            guard let first = watches.first, let current = list(first.directory, wd: wd) else { continue }
-            guard let differences = known[wd]?.differences(to: current) else { continue }
-            known[wd]?.reset(to: current)
+            let watches = table.watches(wd).filter { !$0.subscriber.loop.isEnded && $0.subscriber.keepsSnapshot }
+            guard let first = watches.first, let directory = known[wd] else { continue }
+            let current: Snapshot
+            do {
+                current = try listDirectory(first.directory)
+                listingEchoes.insert(wd)
+            } catch {
+                rescanFailed(error, watches: watches)
+                continue
+            }
+            let differences = directory.differences(to: current)
+            directory.reset(to: current)
             for watch in watches {
                 for difference in differences where ChangeTranslation.selects(watch.mask, difference.kind) {
                     guard
@@ -296,6 +308,22 @@ final class Router {
                             isDirectory: difference.isDirectory, foundByRescan: true),
                         for: watch.subscriber)
                 }
+            }
+        }
+    }
+
+    private func rescanFailed(_ error: SyscallError, watches: [WatchTable<Subscription>.Watch]) {
+        for watch in watches where !watch.subscriber.loop.isEnded {
+            let root = watch.subscriber.root
+            if error.errno == ENOENT || error.errno == ENOTDIR {
+                collect(
+                    DirectoryChange(kind: .rootRemoved, path: root, isDirectory: true, foundByRescan: true),
+                    for: watch.subscriber)
+            } else {
+                let failure = DirectoryWatcherError(error, path: root.description)
+                collect(
+                    DirectoryChange(kind: .overflow, path: root, isDirectory: true, error: failure),
+                    for: watch.subscriber)
             }
         }
     }
