@@ -33,6 +33,13 @@ final class RescanTests: WatchedDirectoryTestCase {
         }
     }
 
+    /// Returns once CLOCK_REALTIME_COARSE, the clock file birth times are stamped from, has moved
+    /// past the present (at most one kernel tick, a few milliseconds).
+    static func waitForTheBirthClockToTick() {
+        let now = System.wallClockNow()
+        while !System.coarseWallClockNow().isAfter(now) {}
+    }
+
     func testFortyThousandFilesCreatedWhileTheLoopIsStoppedAreEachReportedOnce() throws {
         try watch { try DirectoryWatcher.watchFolder(path: directory.path, delegate: $0) }
         let staller = try Staller(test: self)
@@ -60,12 +67,12 @@ final class RescanTests: WatchedDirectoryTestCase {
         }
         try watch { try DirectoryWatcher.watchFolder(path: directory.path, delegate: $0) }
         let staller = try Staller(test: self)
+        for index in 0..<20_000 { directory.touch("filler-\(index)") }  // enough to overflow: what follows is lost
         for index in 0..<50 {
             unlink(directory.url("removed-\(index)"))
             rename(directory.url("renamed-\(index)"), directory.url("moved-\(index)"))
             directory.write("rewritten-\(index)", "new content")
         }
-        for index in 0..<20_000 { directory.touch("filler-\(index)") }  // enough to overflow
         staller.resume()
         waitForDelivery(watcher)
         let changes = recorder.changes
@@ -74,16 +81,18 @@ final class RescanTests: WatchedDirectoryTestCase {
             XCTAssertTrue(
                 changes.contains {
                     $0.kind == .removed && $0.path == FileSystemPath(directory.url("removed-\(index)"))
+                        && $0.foundByRescan
                 },
                 "removed-\(index)")
             XCTAssertTrue(
                 changes.contains {
                     $0.kind == .renamed && $0.path == FileSystemPath(directory.url("moved-\(index)"))
-                        && $0.oldPath == FileSystemPath(directory.url("renamed-\(index)"))
+                        && $0.oldPath == FileSystemPath(directory.url("renamed-\(index)")) && $0.foundByRescan
                 }, "renamed-\(index)")
             XCTAssertTrue(
                 changes.contains {
                     $0.kind == .modified && $0.path == FileSystemPath(directory.url("rewritten-\(index)"))
+                        && $0.foundByRescan
                 },
                 "rewritten-\(index)")
         }
@@ -103,6 +112,48 @@ final class RescanTests: WatchedDirectoryTestCase {
         }
         let onDisk = try FileManager.default.contentsOfDirectory(atPath: directory.path)
         XCTAssertEqual(names, Set(onDisk))
+    }
+
+    func testFilesCreatedWhileWatchingAreFollowedToTheirNewNamesAfterAnOverflow() throws {
+        try watch { try DirectoryWatcher.watchFolder(path: directory.path, delegate: $0) }
+        // Created after the first listing: the events told of them, not a listing. A barrier
+        // also brings the watcher's knowledge of them up to date (their inodes), once the file
+        // system's clock has ticked past their birth: until then a file born a moment later
+        // could carry a reused inode and the same birth time.
+        for index in 0..<50 {
+            directory.touch("new-\(index)")
+            directory.touch("written-\(index)")
+        }
+        waitForDelivery(watcher)
+        Self.waitForTheBirthClockToTick()
+        waitForDelivery(watcher)
+        let staller = try Staller(test: self)
+        for index in 0..<20_000 { directory.touch("filler-\(index)") }  // enough to overflow: what follows is lost
+        for index in 0..<50 {
+            rename(directory.url("new-\(index)"), directory.url("moved-\(index)"))
+            rename(directory.url("written-\(index)"), directory.url("moved-written-\(index)"))
+            directory.write("moved-written-\(index)", "new content")
+        }
+        staller.resume()
+        waitForDelivery(watcher)
+        let changes = recorder.changes
+        XCTAssertTrue(changes.contains { $0.kind == .overflow })
+        for index in 0..<50 {
+            for (old, new) in [("new-\(index)", "moved-\(index)"), ("written-\(index)", "moved-written-\(index)")] {
+                XCTAssertTrue(
+                    changes.contains {
+                        $0.kind == .renamed && $0.path == FileSystemPath(directory.url(new))
+                            && $0.oldPath == FileSystemPath(directory.url(old)) && $0.foundByRescan
+                    }, "\(old) -> \(new)")
+            }
+            XCTAssertTrue(
+                changes.contains {
+                    $0.kind == .modified && $0.path == FileSystemPath(directory.url("moved-written-\(index)"))
+                        && $0.foundByRescan
+                },
+                "moved-written-\(index)")
+        }
+        XCTAssertFalse(changes.contains { $0.kind == .removed }, "nothing was removed")
     }
 
     func testWithoutSnapshotsAnOverflowIsANoticeOnly() throws {

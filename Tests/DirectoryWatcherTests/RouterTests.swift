@@ -15,16 +15,23 @@ final class RouterTests: XCTestCase {
     private let window: UInt64 = 10
     /// What listing a directory gives (kept snapshots and rescans), by path: a snapshot or an error.
     private var listings: [String: Result<Snapshot, SyscallError>] = [:]
+    /// The directories whose names (and inodes) the router listed, in order.
+    private var namesListed: [String] = []
 
     override func setUp() {
         kernel = FakeKernel()
         barrierWrites = 0
         listings = [:]
+        namesListed = []
         router = Router(
             table: WatchTable(inotifyFD: 99, system: kernel.system), pairingWindow: window, barrierWD: barrierWD,
             writeBarrierFile: { [unowned self] () throws(SyscallError) in barrierWrites += 1 },
             listDirectory: { [unowned self] (path) throws(SyscallError) in
                 try (listings[path.description] ?? .success(Snapshot())).get()
+            },
+            listNames: { [unowned self] (path) throws(SyscallError) in
+                namesListed.append(path.description)
+                return []
             })
     }
 
@@ -188,6 +195,33 @@ final class RouterTests: XCTestCase {
         XCTAssertEqual(d.batches, [[DirectoryChange(.overflow, "/d", directory: true), removed]])
         XCTAssertTrue(subscription.loop.isEnded)
         XCTAssertEqual(d.rootsGone, 1)
+    }
+
+    func testInodesOfCreatedEntriesAreLearntOnceTheLoopIsIdleOrAtABarrier() throws {
+        let (d, _) = try subscribe("/d", keepsSnapshot: true)
+        let (_, _) = try subscribe("/e")
+        XCTAssertNil(router.deadline, "nothing to learn: no wake-up")
+        read([InotifyEvent(wd: wd("/d"), mask: InotifyMask.create, name: Array("a".utf8))], now: 0)
+        XCTAssertEqual(router.deadline, Router.learningIdle)
+        // Events keep coming: the idle moment moves, up to the latest.
+        var now: UInt64 = 0
+        while now + Router.learningIdle / 2 < Router.learningLatest {
+            now += Router.learningIdle / 2
+            read([InotifyEvent(wd: wd("/e"), mask: InotifyMask.create, name: Array("x".utf8))], now: now)
+            XCTAssertEqual(namesListed, [])
+        }
+        read([], now: Router.learningLatest)
+        XCTAssertEqual(namesListed, ["/d"], "listed at the latest, though events kept coming")
+        XCTAssertNil(router.deadline, "then nothing is due: no wake-up")
+        read([], now: Router.learningLatest * 2)
+        XCTAssertEqual(namesListed, ["/d"])
+
+        // A barrier reached lists what lacks inodes first.
+        read([InotifyEvent(wd: wd("/d"), mask: InotifyMask.create, name: Array("b".utf8))], now: 0)
+        router.requestBarrier(for: d) {}
+        read([InotifyEvent(wd: barrierWD, mask: InotifyMask.attributes)], now: 1)
+        XCTAssertEqual(namesListed, ["/d", "/d"])
+        XCTAssertNil(router.deadline)
     }
 
     func testABarrierCompletesWhenItsEventIsReadAfterTheChangesBeforeIt() throws {

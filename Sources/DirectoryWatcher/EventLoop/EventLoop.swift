@@ -92,7 +92,8 @@ final class EventLoop: @unchecked Sendable {
             table: WatchTable(inotifyFD: inotifyFD, system: system), pairingWindow: pairingWindow,
             barrierWD: barrierWD, writeBarrierFile: { () throws(SyscallError) in try system.touch(barrierFD) },
             isOnLoopThread: { leadership.isCurrentThreadLeader },
-            listDirectory: { path throws(SyscallError) in try Snapshot.read(path, system: system) })
+            listDirectory: { path throws(SyscallError) in try Snapshot.read(path, system: system) },
+            listNames: { path throws(SyscallError) in try Snapshot.readNames(path, system: system) })
         var failure: Int32 = 0
         guard threads.start(.leading, create: { createThread(.leading, failure: &failure) }) else {
             for fd in opened { system.close(fd) }

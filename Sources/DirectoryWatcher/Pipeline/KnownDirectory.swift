@@ -2,22 +2,38 @@
 /// started (or at the last rescan), kept up to date from the events as they pass, with no system
 /// call per event.
 ///
-/// An entry an event created, wrote or changed is kept by name only (``Known/unknown``): reading
-/// its status would cost a `statx` per event. A rescan (``differences(to:)``) then compares names
-/// exactly and, for those entries, reports a modification when the file was written after what
-/// the watchers were told of it: after its birth, for an entry only its creation was reported of;
-/// after the moment the last event about it was read, for the others.
+/// An entry an event created, wrote or changed is kept as ``Unsure``: reading its status would
+/// cost a `statx` per event. It keeps its inode when one was known; for entries that events
+/// created, the router learns inodes from a bare listing of names when the loop is idle
+/// (``learnInodes(_:at:)``). A rescan (``differences(to:)``) then follows each file by its inode
+/// where it has one and by its name where not, and reports a modification when the file was
+/// written after what the watchers were told of it: after its birth, for an entry only its
+/// creation was reported of; after the moment the last event about it was read, for the others.
 ///
 /// The events also tell which changes a watcher has been told already: after a rescan has reported
 /// an entry as created, the kernel's own `IN_CREATE` for it may still be queued; it finds the name
-/// known and is not reported again (``apply(_:)``).
+/// known and is not reported again (``apply(_:at:)``).
 final class KnownDirectory {
     enum Known: Equatable {
         /// The status read at the last listing, unchanged by any event since.
         case entry(Snapshot.Entry)
-        /// An entry whose status changed (or was never read) since the last listing: the
-        /// wall-clock time its last event was read, and whether that event was its creation.
-        case unknown(isDirectory: Bool, since: Snapshot.Time, createdOnly: Bool)
+        /// An entry whose status changed (or was never read) since the last listing.
+        case unsure(Unsure)
+    }
+
+    /// What is known of an entry whose status changed since the last listing.
+    struct Unsure: Equatable {
+        var isDirectory: Bool
+        /// The wall-clock time its last event was read.
+        var since: Snapshot.Time
+        /// That event was its creation: only its creation has been reported.
+        var createdOnly: Bool
+        /// Its inode, when known (kept from its last status, or learnt by
+        /// ``learnInodes(_:listedAfter:)``); 0 when not. A file found under another name with
+        /// this inode and born no later than ``bornBy`` is this file: at the moment the inode was
+        /// read, no other file had it.
+        var inode: UInt64 = 0
+        var bornBy = Snapshot.Time.unvouched
     }
 
     /// An entry name as a key: hashed in one pass over its bytes, and looked up with a slice of
@@ -50,6 +66,11 @@ final class KnownDirectory {
         return entries
     }
 
+    /// Entries created or moved here by an event have no inode on record yet: without it, one
+    /// renamed while events are lost cannot be told from a removal and a creation. The router
+    /// then lists the names again (``learnInodes(_:at:)``) when the loop has a moment.
+    private(set) var lacksInodes = false
+
     /// Applies an event about `name` (not half of a paired rename: see ``renamed(from:to:at:)``).
     /// Returns false when the event repeats what the watchers have been told already (an entry
     /// created that is known, one removed that is not), so it is not reported again.
@@ -59,32 +80,51 @@ final class KnownDirectory {
             // A name cannot be created while it exists: the rescan reported this one already.
             // (One hash for the common case; a repeat puts back what it replaced.)
             let key = Name(keeping: event.name)
-            let created = Known.unknown(isDirectory: isDirectory, since: now, createdOnly: true)
-            guard let known = entries.updateValue(created, forKey: key) else { return true }
+            let created = Known.unsure(Unsure(isDirectory: isDirectory, since: now, createdOnly: true))
+            guard let known = entries.updateValue(created, forKey: key) else {
+                lacksInodes = true
+                return true
+            }
             entries[key] = known
             return false
         }
-        let name = Name(looking: event.name)
         if event.has(InotifyMask.movedTo) {
             // A rename may replace an entry: always news.
-            entries[Name(keeping: event.name)] = .unknown(isDirectory: isDirectory, since: now, createdOnly: false)
+            entries[Name(keeping: event.name)] = .unsure(
+                Unsure(isDirectory: isDirectory, since: now, createdOnly: false))
+            lacksInodes = true
             return true
         }
+        let name = Name(looking: event.name)
         if event.has(InotifyMask.delete | InotifyMask.movedFrom) {
             return entries.removeValue(forKey: name) != nil
         }
         if event.has(InotifyMask.modify | InotifyMask.attributes | InotifyMask.closeWrite),
             let index = entries.index(forKey: name)
         {
-            entries.values[index] = .unknown(isDirectory: isDirectory, since: now, createdOnly: false)
+            entries.values[index] = .unsure(Self.unsure(entries.values[index], since: now))
         }
         return true
+    }
+
+    /// What is known of an entry after an event changed it: the same file, status unknown.
+    private static func unsure(_ known: Known, since now: Snapshot.Time) -> Unsure {
+        switch known {
+        case .entry(let entry):
+            return Unsure(
+                isDirectory: entry.kind == .directory, since: now, createdOnly: false, inode: entry.inode,
+                bornBy: entry.born ?? now)
+        case .unsure(var unsure):
+            unsure.since = now
+            unsure.createdOnly = false
+            return unsure
+        }
     }
 
     /// A rename within the directory: the entry keeps what is known of it under its new name.
     func renamed(from: ArraySlice<UInt8>, to: ArraySlice<UInt8>, at now: Snapshot.Time) {
         let known = entries.removeValue(forKey: Name(looking: from))
-        entries[Name(keeping: to)] = known ?? .unknown(isDirectory: false, since: now, createdOnly: false)
+        putIn(to, known, isDirectory: false, at: now)
     }
 
     /// Takes out an entry that moved to another watched directory.
@@ -94,42 +134,94 @@ final class KnownDirectory {
 
     /// Puts in an entry that moved here from another watched directory.
     func putIn(_ name: ArraySlice<UInt8>, _ known: Known?, isDirectory: Bool, at now: Snapshot.Time) {
-        entries[Name(keeping: name)] = known ?? .unknown(isDirectory: isDirectory, since: now, createdOnly: false)
+        if let known {
+            entries[Name(keeping: name)] = known
+        } else {
+            entries[Name(keeping: name)] = .unsure(Unsure(isDirectory: isDirectory, since: now, createdOnly: false))
+            lacksInodes = true
+        }
+    }
+
+    /// Records the inodes a listing of the directory's names gave (`getdents64`, no status per
+    /// entry), for the entries that had none. `start` is the birth clock
+    /// (``System/coarseWallClockNow()``) read before the listing began: a file born later is
+    /// stamped no earlier than `start`, so a file found later with one of these inodes and born
+    /// before `start` is the file listed (no other file had that inode while it lived).
+    ///
+    /// An entry whose event was read at or after `start` may have been born in the clock's
+    /// current tick, where that reasoning cannot tell two files apart: it stays lacking
+    /// (``lacksInodes``), to be listed again a moment later.
+    func learnInodes(_ listed: [DirectoryEntryParser.Entry], listedAfter start: Snapshot.Time) {
+        lacksInodes = false
+        let bornBy = start.justBefore
+        for item in listed {
+            guard let index = entries.index(forKey: Name(looking: item.name[...])),
+                case .unsure(var unsure) = entries.values[index],
+                unsure.inode == 0 || unsure.bornBy == .unvouched
+            else { continue }
+            unsure.inode = item.inode
+            if unsure.since.isAfter(bornBy) {
+                unsure.bornBy = .unvouched
+                lacksInodes = true
+            } else {
+                unsure.bornBy = bornBy
+            }
+            entries.values[index] = .unsure(unsure)
+        }
     }
 
     /// The changes from what is known to `current`, by name, in an order that applies. An entry
-    /// known by name only is taken to be the same file if the name is still there (reported as
-    /// modified when it was written after what the watchers were told of it), and as removed if
-    /// not.
+    /// whose inode is known is followed by it (renamed when found under another name); one known
+    /// by name only is taken to be the same file if the name is still there, and removed if not.
+    /// Either is reported modified when it was written after what the watchers were told of it.
     func differences(to current: Snapshot) -> [Snapshot.Difference] {
-        var exactlyKnown = Snapshot()
-        var current = current
-        var removed: [Snapshot.Difference] = []
-        var touched: [Snapshot.Difference] = []
-        for (key, known) in entries {
-            let name = Array(key.bytes)
-            switch known {
-            case .entry(let entry):
-                exactlyKnown.entries[name] = entry
-            case .unknown(let isDirectory, let since, let createdOnly):
-                guard let now = current.entries.removeValue(forKey: name) else {
-                    removed.append(Snapshot.Difference(kind: .removed, name: name, isDirectory: isDirectory))
-                    continue
-                }
-                let told = createdOnly ? (now.born ?? since) : since
-                if now.kind != .directory && now.modified.isAfter(told) {
-                    touched.append(Snapshot.Difference(kind: .modified, name: name, isDirectory: false))
-                }
-            }
-        }
-        removed.sort { $0.name.lexicographicallyPrecedes($1.name) }
-        touched.sort { $0.name.lexicographicallyPrecedes($1.name) }
-        return removed + Snapshot.differences(from: exactlyKnown, to: current) + touched
+        var known: [[UInt8]: Known] = [:]
+        known.reserveCapacity(entries.count)
+        for (key, value) in entries { known[Array(key.bytes)] = value }
+        return Snapshot.differences(from: known, to: current)
     }
 
     /// After a rescan: what is known is what was listed.
     func reset(to snapshot: Snapshot) {
         entries = Self.entries(of: snapshot)
+        lacksInodes = false
+    }
+}
+
+extension KnownDirectory.Known: KnownEntry {
+    var isDirectory: Bool {
+        switch self {
+        case .entry(let entry): return entry.kind == .directory
+        case .unsure(let unsure): return unsure.isDirectory
+        }
+    }
+
+    var knownInode: UInt64? {
+        switch self {
+        case .entry(let entry): return entry.inode
+        case .unsure(let unsure): return unsure.inode == 0 ? nil : unsure.inode
+        }
+    }
+
+    func isSameFile(as entry: Snapshot.Entry) -> Bool {
+        switch self {
+        case .entry(let known): return known.isSameFile(as: entry)
+        case .unsure(let unsure):
+            // Known by name only: the name still there is taken to be the same file.
+            guard unsure.inode != 0 else { return true }
+            guard entry.inode == unsure.inode, unsure.bornBy != .unvouched else { return false }
+            return entry.born.map { !$0.isAfter(unsure.bornBy) } ?? true
+        }
+    }
+
+    func change(to entry: Snapshot.Entry, renamed: Bool) -> DirectoryChange.Kind? {
+        switch self {
+        case .entry(let known): return known.change(to: entry, renamed: renamed)
+        case .unsure(let unsure):
+            // Its status is unknown: only a write after the last event about it can be seen.
+            let told = unsure.createdOnly ? (entry.born ?? unsure.since) : unsure.since
+            return entry.kind != .directory && entry.modified.isAfter(told) ? .modified : nil
+        }
     }
 }
 
@@ -137,4 +229,14 @@ extension Snapshot.Time {
     func isAfter(_ other: Snapshot.Time) -> Bool {
         seconds > other.seconds || (seconds == other.seconds && nanoseconds > other.nanoseconds)
     }
+
+    /// A nanosecond earlier.
+    var justBefore: Snapshot.Time {
+        nanoseconds > 0
+            ? Snapshot.Time(seconds: seconds, nanoseconds: nanoseconds - 1)
+            : Snapshot.Time(seconds: seconds - 1, nanoseconds: 999_999_999)
+    }
+
+    /// No birth time vouches for the file: an inode without it only says where to look.
+    static let unvouched = Snapshot.Time(seconds: .min, nanoseconds: 0)
 }

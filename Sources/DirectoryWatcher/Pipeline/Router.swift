@@ -40,7 +40,21 @@ final class Router {
     /// come back as events on it, which are the router's echo, not a watcher's change.
     private var listingEchoes: Set<Int32> = []
     private let listDirectory: (FileSystemPath) throws(SyscallError) -> Snapshot
+    private let listNames: (FileSystemPath) throws(SyscallError) -> [DirectoryEntryParser.Entry]
+    /// Kept directories with entries whose inode is not on record (``KnownDirectory/lacksInodes``).
+    /// The router lists their names once the loop has been idle for ``learningIdle`` (or, under
+    /// a steady stream of events, ``learningLatest`` after the first such entry), and whenever a
+    /// barrier is reached.
+    private var lackingInodes: Set<Int32> = []
+    /// When the first directory joined ``lackingInodes``, and when the last event was read.
+    private var lackingSince: UInt64 = 0
+    private var lastEventRead: UInt64 = 0
+    static let learningIdle: UInt64 = 100_000_000
+    static let learningLatest: UInt64 = 2_000_000_000
     private let wallClock: () -> Snapshot.Time
+    /// The clock of file birth times (``System/coarseWallClockNow()``), read before names are
+    /// listed to learn inodes.
+    private let birthClock: () -> Snapshot.Time
     /// The wall-clock time of the read being routed, and that read's monotonic time.
     private var wallNow = Snapshot.Time(seconds: 0, nanoseconds: 0)
     private var wallNowRead: UInt64 = .max
@@ -57,9 +71,15 @@ final class Router {
         listDirectory: @escaping (FileSystemPath) throws(SyscallError) -> Snapshot = { _ throws(SyscallError) in
             Snapshot()
         },
-        wallClock: @escaping () -> Snapshot.Time = System.wallClockNow
+        listNames: @escaping (FileSystemPath) throws(SyscallError) -> [DirectoryEntryParser.Entry] = {
+            _ throws(SyscallError) in []
+        },
+        wallClock: @escaping () -> Snapshot.Time = System.wallClockNow,
+        birthClock: @escaping () -> Snapshot.Time = System.coarseWallClockNow
     ) {
+        self.birthClock = birthClock
         self.listDirectory = listDirectory
+        self.listNames = listNames
         self.wallClock = wallClock
         self.table = table
         self.pairing = MovePairing(window: pairingWindow)
@@ -68,8 +88,13 @@ final class Router {
         self.isOnLoopThread = isOnLoopThread
     }
 
-    /// When a rename's first half stops waiting for its second, if one is waiting.
-    var deadline: UInt64? { pairing.deadline }
+    /// When the loop must call ``expire(now:)``: a rename's first half stops waiting for its
+    /// second, or directories are due to have their inodes learnt.
+    var deadline: UInt64? {
+        guard !lackingInodes.isEmpty else { return pairing.deadline }
+        let learning = min(lastEventRead + Self.learningIdle, lackingSince + Self.learningLatest)
+        return min(pairing.deadline ?? .max, learning)
+    }
 
     /// The mailboxes scheduled since the last call, for the loop to drain in this order.
     func takeReady() -> [Mailbox] {
@@ -88,6 +113,7 @@ final class Router {
             wallNowRead = now
             wallNow = wallClock()
         }
+        lastEventRead = now
         // Most events pass straight through: nothing is held back and this is no rename's first
         // half (a second half finds no partner while nothing is held).
         if pairing.isEmpty && !(event.has(InotifyMask.movedFrom) && event.cookie != 0) {
@@ -97,11 +123,17 @@ final class Router {
         }
     }
 
-    /// Lets go of rename halves whose partner did not come in time.
+    /// Lets go of rename halves whose partner did not come in time, and learns the inodes of
+    /// entries events created once the loop has had a moment.
     func expire(now: UInt64) {
         assert(isOnLoopThread())
         if let deadline = pairing.deadline, now >= deadline {
             pairing.expire(now: now) { handle($0) }
+        }
+        if !lackingInodes.isEmpty,
+            now >= min(lastEventRead + Self.learningIdle, lackingSince + Self.learningLatest)
+        {
+            learnInodes()
         }
     }
 
@@ -204,7 +236,10 @@ final class Router {
         }
         if !listingEchoes.isEmpty, isListingEcho(event) { return }
         // What a rescan reported already is not reported again when the kernel's event follows.
-        if !event.name.isEmpty, let directory = known[event.wd], !directory.apply(event, at: wallNow) { return }
+        if !event.name.isEmpty, let directory = known[event.wd] {
+            guard directory.apply(event, at: wallNow) else { return }
+            if directory.lacksInodes { lacksInodes(event.wd) }
+        }
         for watch in table.watches(event.wd) where !watch.subscriber.loop.isEnded {
             if let change = ChangeTranslation.change(
                 for: event, in: watch.directory, mask: watch.mask, entry: watch.entry)
@@ -221,6 +256,7 @@ final class Router {
             let moved = known[from.wd]?.takeOut(from.name) ?? nil
             known[to.wd]?.putIn(to.name, moved, isDirectory: to.has(InotifyMask.isDirectory), at: wallNow)
         }
+        if known[to.wd]?.lacksInodes == true { lacksInodes(to.wd) }
         let sources = table.watches(from.wd)
         let targets = table.watches(to.wd)
         for source in sources where !source.subscriber.loop.isEnded {
@@ -328,6 +364,30 @@ final class Router {
         }
     }
 
+    private func lacksInodes(_ wd: Int32) {
+        if lackingInodes.isEmpty { lackingSince = lastEventRead }
+        lackingInodes.insert(wd)
+    }
+
+    /// Lists the names of the directories with entries whose inode is not on record, and records
+    /// those inodes, so that a rescan can follow such a file to a new name. A directory stays due
+    /// while it has entries that may have been born in the birth clock's current tick.
+    private func learnInodes() {
+        let start = birthClock()
+        var due: Set<Int32> = []
+        for wd in lackingInodes {
+            guard let directory = known[wd], directory.lacksInodes,
+                let first = table.watches(wd).first(where: { !$0.subscriber.loop.isEnded }),
+                let names = try? listNames(first.directory)
+            else { continue }
+            listingEchoes.insert(wd)
+            directory.learnInodes(names, listedAfter: start)
+            if directory.lacksInodes { due.insert(wd) }
+        }
+        lackingInodes = due
+        lackingSince = lastEventRead
+    }
+
     /// Lists a watched directory, expecting the echo of its own reading.
     private func list(_ directory: FileSystemPath, wd: Int32) -> Snapshot? {
         guard let snapshot = try? listDirectory(directory) else { return nil }
@@ -362,6 +422,8 @@ final class Router {
     // MARK: - Barriers
 
     private func barrierReached() {
+        // What the watchers know is complete up to the barrier, renames of new files included.
+        if !lackingInodes.isEmpty { learnInodes() }
         let (satisfied, writeAgain) = barrier.reached()
         complete(satisfied)
         if writeAgain { writeBarrier() }

@@ -38,6 +38,21 @@ struct Snapshot: Equatable, Sendable {
         }
     }
 
+    /// Lists the names and inodes of the directory at `path`, with no status per entry: one
+    /// `getdents64` per few hundred entries.
+    static func readNames(_ path: FileSystemPath, system: System) throws(SyscallError) -> [DirectoryEntryParser.Entry] {
+        let fd = try system.openDirectory(path)
+        defer { system.close(fd) }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 32 * 1024, alignment: 8)
+        defer { buffer.deallocate() }
+        var names: [DirectoryEntryParser.Entry] = []
+        while true {
+            let count = try system.readDirectory(fd, into: buffer)
+            if count == 0 { return names }
+            names += DirectoryEntryParser.parse(UnsafeRawBufferPointer(rebasing: buffer[..<count])).entries
+        }
+    }
+
     // MARK: - Differences
 
     /// The changes that turn `old` into `new`, for the directory at `directory`, in an order
@@ -77,42 +92,39 @@ struct Snapshot: Equatable, Sendable {
 
     /// ``changes(from:to:in:)`` by entry name.
     static func differences(from old: Snapshot, to new: Snapshot) -> [Difference] {
-        func change(_ kind: DirectoryChange.Kind, _ name: [UInt8], _ entry: Entry, from: [UInt8]? = nil)
-            -> Difference
-        {
-            Difference(kind: kind, name: name, oldName: from, isDirectory: entry.kind == .directory)
-        }
+        differences(from: old.entries, to: new)
+    }
 
+    /// The changes from what was known of a directory (an entry's full status, or less: see
+    /// ``KnownEntry``) to a listing of it, by entry name, in the order ``changes(from:to:in:)``
+    /// gives.
+    static func differences<Old: KnownEntry>(from old: [[UInt8]: Old], to new: Snapshot) -> [Difference] {
         // Names whose file left, and names that hold a file they did not hold before.
         var left: [[UInt8]] = []
         var arrived: [[UInt8]] = []
-        for (name, entry) in old.entries where !(new.entries[name]?.isSameFile(as: entry) ?? false) {
+        for (name, known) in old where !(new.entries[name].map { known.isSameFile(as: $0) } ?? false) {
             left.append(name)
         }
-        for (name, entry) in new.entries where !(old.entries[name]?.isSameFile(as: entry) ?? false) {
+        for (name, entry) in new.entries where !(old[name]?.isSameFile(as: entry) ?? false) {
             arrived.append(name)
         }
         left.sort(by: Self.byBytes)
         arrived.sort(by: Self.byBytes)
 
-        // A file that left one name and arrived under another was renamed.
-        struct FileKey: Hashable {
-            let device: UInt64
-            let inode: UInt64
-        }
-        var leftByFile: [FileKey: [UInt8]] = [:]
+        // A file that left one name and arrived under another was renamed. (Keyed by inode: a
+        // file of another device with the same number, under a mount point, is then reported
+        // removed and created rather than renamed.)
+        var leftByInode: [UInt64: [UInt8]] = [:]
         for name in left {
-            let entry = old.entries[name]!
-            leftByFile[FileKey(device: entry.device, inode: entry.inode)] = name
+            if let inode = old[name]!.knownInode { leftByInode[inode] = name }
         }
         var renames: [(from: [UInt8], to: [UInt8])] = []
         var renamedSources: Set<[UInt8]> = []
         var created: [[UInt8]] = []
         for name in arrived {
             let entry = new.entries[name]!
-            let key = FileKey(device: entry.device, inode: entry.inode)
-            if let source = leftByFile[key], old.entries[source]!.isSameFile(as: entry) {
-                leftByFile[key] = nil
+            if let source = leftByInode[entry.inode], old[source]!.isSameFile(as: entry) {
+                leftByInode[entry.inode] = nil
                 renames.append((source, name))
                 renamedSources.insert(source)
             } else {
@@ -134,11 +146,16 @@ struct Snapshot: Equatable, Sendable {
             }
         }
 
+        func change(_ kind: DirectoryChange.Kind, _ name: [UInt8], _ entry: Entry, from: [UInt8]? = nil) -> Difference {
+            Difference(kind: kind, name: name, oldName: from, isDirectory: entry.kind == .directory)
+        }
         var changes: [Difference] = []
         for name in left where !renamedSources.contains(name) && !renameTargets.contains(name) {
-            changes.append(change(.removed, name, old.entries[name]!))
+            changes.append(Difference(kind: .removed, name: name, isDirectory: old[name]!.isDirectory))
         }
-        for cycle in brokenCycles { changes.append(change(.removed, cycle.from, old.entries[cycle.from]!)) }
+        for cycle in brokenCycles {
+            changes.append(Difference(kind: .removed, name: cycle.from, isDirectory: old[cycle.from]!.isDirectory))
+        }
         for rename in ordered {
             changes.append(change(.renamed, rename.to, new.entries[rename.to]!, from: rename.from))
         }
@@ -146,24 +163,17 @@ struct Snapshot: Equatable, Sendable {
         for cycle in brokenCycles { changes.append(change(.created, cycle.to, new.entries[cycle.to]!)) }
 
         // What changed in place, renamed files included (under their new name).
-        var inPlace: [(name: [UInt8], before: Entry, after: Entry)] = []
+        var inPlace: [(name: [UInt8], before: Old, after: Entry)] = []
         for (name, after) in new.entries {
-            if let before = old.entries[name], before.isSameFile(as: after) {
+            if let before = old[name], before.isSameFile(as: after) {
                 inPlace.append((name, before, after))
             }
         }
-        for rename in ordered { inPlace.append((rename.to, old.entries[rename.from]!, new.entries[rename.to]!)) }
+        for rename in ordered { inPlace.append((rename.to, old[rename.from]!, new.entries[rename.to]!)) }
         inPlace.sort { Self.byBytes($0.name, $1.name) }
         for (name, before, after) in inPlace {
-            let renamed = renameTargets.contains(name)
-            if after.kind != .directory && (before.size != after.size || before.modified != after.modified) {
-                changes.append(change(.modified, name, after))
-            } else if before.permissions != after.permissions || before.owner != after.owner
-                || before.group != after.group
-                || (after.kind != .directory && !renamed && before.changed != after.changed)
-            {
-                // A rename changes the file's change time itself; only what else changed counts.
-                changes.append(change(.attributesChanged, name, after))
+            if let kind = before.change(to: after, renamed: renameTargets.contains(name)) {
+                changes.append(change(kind, name, after))
             }
         }
         return changes
@@ -171,6 +181,34 @@ struct Snapshot: Equatable, Sendable {
 
     private static func byBytes(_ a: [UInt8], _ b: [UInt8]) -> Bool {
         a.lexicographicallyPrecedes(b)
+    }
+}
+
+/// What a diff needs to know of an entry as it was: whether a listed entry is the same file, and
+/// how that file changed in place. A full status (``Snapshot/Entry``) knows exactly; a kept
+/// directory may know less of an entry (``KnownDirectory``).
+protocol KnownEntry {
+    var isDirectory: Bool { get }
+    /// The inode, when known: a file found under another name with it may have been renamed.
+    var knownInode: UInt64? { get }
+    func isSameFile(as entry: Snapshot.Entry) -> Bool
+    /// The change of this file when it is now `entry` (under the same name, or `renamed` to it).
+    func change(to entry: Snapshot.Entry, renamed: Bool) -> DirectoryChange.Kind?
+}
+
+extension EntryStatus: KnownEntry {
+    var isDirectory: Bool { kind == .directory }
+    var knownInode: UInt64? { inode }
+
+    func change(to after: EntryStatus, renamed: Bool) -> DirectoryChange.Kind? {
+        if after.kind != .directory && (size != after.size || modified != after.modified) { return .modified }
+        // A rename changes the file's change time itself; only what else changed counts.
+        if permissions != after.permissions || owner != after.owner || group != after.group
+            || (after.kind != .directory && !renamed && changed != after.changed)
+        {
+            return .attributesChanged
+        }
+        return nil
     }
 }
 

@@ -78,6 +78,15 @@ struct System: Sendable {
         return EntryStatus.Time(seconds: Int64(now.tv_sec), nanoseconds: UInt32(now.tv_nsec))
     }
 
+    /// CLOCK_REALTIME_COARSE: the wall clock as of the last tick, which is never later than the
+    /// time the file system stamps on a file created from now on (its coarse stamps read this
+    /// clock; fine-grained stamps are later still).
+    static func coarseWallClockNow() -> EntryStatus.Time {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME_COARSE, &now)
+        return EntryStatus.Time(seconds: Int64(now.tv_sec), nanoseconds: UInt32(now.tv_nsec))
+    }
+
     /// Nanoseconds of CLOCK_MONOTONIC (through the vDSO: no system call, nothing to fake).
     static func monotonicNow() -> UInt64 {
         var now = timespec()

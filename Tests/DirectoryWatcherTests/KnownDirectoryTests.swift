@@ -1,0 +1,114 @@
+import CDirectoryWatcherShims
+import XCTest
+
+@testable import DirectoryWatcher
+
+/// What a kept directory knows, as events change it, and what a rescan then reports: files
+/// followed by their inode where one is on record, by name where not.
+final class KnownDirectoryTests: XCTestCase {
+    private func time(_ seconds: Int64) -> Snapshot.Time { Snapshot.Time(seconds: seconds, nanoseconds: 0) }
+
+    /// A regular file as `statx` gives it.
+    private func file(inode: UInt64, born: Int64, modified: Int64? = nil, size: Int64 = 0) -> Snapshot.Entry {
+        var status = cdw_entry_status()
+        status.mode = 0o100644
+        status.inode = inode
+        status.size = size
+        status.mask = 0x800  // STATX_BTIME
+        status.born_seconds = born
+        status.modified_seconds = modified ?? born
+        status.changed_seconds = modified ?? born
+        return Snapshot.Entry(status)
+    }
+
+    private func event(_ mask: UInt32, _ name: String) -> InotifyEvent {
+        InotifyEvent(wd: 1, mask: mask, name: Array(name.utf8))
+    }
+
+    private func snapshot(_ entries: [String: Snapshot.Entry]) -> Snapshot {
+        Snapshot(entries: Dictionary(uniqueKeysWithValues: entries.map { (Array($0.key.utf8), $0.value) }))
+    }
+
+    private func summary(_ differences: [Snapshot.Difference]) -> [String] {
+        differences.map { difference in
+            let name = String(decoding: difference.name, as: UTF8.self)
+            if let old = difference.oldName {
+                return "\(difference.kind) \(String(decoding: old, as: UTF8.self)) -> \(name)"
+            }
+            return "\(difference.kind) \(name)"
+        }
+    }
+
+    func testACreatedFileWhoseInodeWasLearntIsFollowedToItsNewName() {
+        let directory = KnownDirectory(Snapshot())
+        XCTAssertTrue(directory.apply(event(InotifyMask.create, "a"), at: time(100)))
+        XCTAssertTrue(directory.lacksInodes, "an event created it: its inode is not on record")
+        directory.learnInodes([.init(name: Array("a".utf8), inode: 42, type: 0)], listedAfter: time(101))
+        XCTAssertFalse(directory.lacksInodes)
+        // Events lost: a was renamed to b, and written.
+        let now = snapshot(["b": file(inode: 42, born: 100, modified: 200, size: 5)])
+        XCTAssertEqual(summary(directory.differences(to: now)), ["renamed a -> b", "modified b"])
+    }
+
+    func testWithoutItsInodeARenamedFileIsARemovalAndACreation() {
+        let directory = KnownDirectory(Snapshot())
+        _ = directory.apply(event(InotifyMask.create, "a"), at: time(100))
+        let now = snapshot(["b": file(inode: 42, born: 100)])
+        XCTAssertEqual(summary(directory.differences(to: now)), ["removed a", "created b"])
+    }
+
+    func testAFileBornAfterTheListingIsNotTakenForTheOneListed() {
+        // The inode was freed and given to a new file after the names were listed.
+        let directory = KnownDirectory(Snapshot())
+        _ = directory.apply(event(InotifyMask.create, "a"), at: time(100))
+        directory.learnInodes([.init(name: Array("a".utf8), inode: 42, type: 0)], listedAfter: time(101))
+        let now = snapshot(["b": file(inode: 42, born: 150)])
+        XCTAssertEqual(summary(directory.differences(to: now)), ["removed a", "created b"])
+    }
+
+    func testAFileThatMayBeBornInTheListingsTickIsListedAgainBeforeItIsVouchedFor() {
+        let directory = KnownDirectory(Snapshot())
+        _ = directory.apply(event(InotifyMask.create, "a"), at: time(101))
+        let listed: [DirectoryEntryParser.Entry] = [.init(name: Array("a".utf8), inode: 42, type: 0)]
+        directory.learnInodes(listed, listedAfter: time(101))
+        XCTAssertTrue(directory.lacksInodes, "its event was read in the tick the listing began in")
+        let now = snapshot(["b": file(inode: 42, born: 100)])
+        XCTAssertEqual(summary(directory.differences(to: now)), ["removed a", "created b"])
+        directory.learnInodes(listed, listedAfter: time(102))
+        XCTAssertFalse(directory.lacksInodes)
+        XCTAssertEqual(summary(directory.differences(to: now)), ["renamed a -> b"])
+    }
+
+    func testAListedFileKeepsItsInodeWhenWritten() {
+        let directory = KnownDirectory(snapshot(["a": file(inode: 7, born: 10)]))
+        XCTAssertTrue(directory.apply(event(InotifyMask.modify, "a"), at: time(100)))
+        XCTAssertFalse(directory.lacksInodes, "its inode came with the listing")
+        let now = snapshot(["b": file(inode: 7, born: 10, modified: 200, size: 9)])
+        XCTAssertEqual(summary(directory.differences(to: now)), ["renamed a -> b", "modified b"])
+    }
+
+    func testAFileReplacedUnderItsNameIsRemovedAndCreated() {
+        // a's inode is known; the name now holds another file (saved atomically, say).
+        let directory = KnownDirectory(snapshot(["a": file(inode: 7, born: 10)]))
+        _ = directory.apply(event(InotifyMask.modify, "a"), at: time(100))
+        let now = snapshot(["a": file(inode: 8, born: 150)])
+        XCTAssertEqual(summary(directory.differences(to: now)), ["removed a", "created a"])
+    }
+
+    func testARenameKeepsWhatIsKnownAndAMoveInLacksAnInode() {
+        let directory = KnownDirectory(snapshot(["a": file(inode: 7, born: 10)]))
+        directory.renamed(from: Array("a".utf8)[...], to: Array("b".utf8)[...], at: time(100))
+        XCTAssertFalse(directory.lacksInodes)
+        directory.putIn(Array("c".utf8)[...], nil, isDirectory: false, at: time(100))
+        XCTAssertTrue(directory.lacksInodes)
+        let now = snapshot(["d": file(inode: 7, born: 10), "c": file(inode: 9, born: 50)])
+        XCTAssertEqual(summary(directory.differences(to: now)), ["renamed b -> d"])
+    }
+
+    func testTheKernelsCreationOfANameARescanReportedIsNotNews() {
+        let directory = KnownDirectory(snapshot(["a": file(inode: 7, born: 10)]))
+        XCTAssertFalse(directory.apply(event(InotifyMask.create, "a"), at: time(100)))
+        XCTAssertFalse(directory.lacksInodes)
+        XCTAssertFalse(directory.apply(event(InotifyMask.delete, "gone"), at: time(100)))
+    }
+}
