@@ -74,6 +74,9 @@ final class KnownDirectoryTests: XCTestCase {
         XCTAssertTrue(directory.lacksInodes, "its event was read in the tick the listing began in")
         let now = snapshot(["b": file(inode: 42, born: 100)])
         XCTAssertEqual(summary(directory.differences(to: now)), ["removed a", "created b"])
+        XCTAssertEqual(
+            summary(directory.differences(to: snapshot(["a": file(inode: 42, born: 100)]))), [],
+            "until then it is followed by its name")
         directory.learnInodes(listed, listedAfter: time(102))
         XCTAssertFalse(directory.lacksInodes)
         XCTAssertEqual(summary(directory.differences(to: now)), ["renamed a -> b"])

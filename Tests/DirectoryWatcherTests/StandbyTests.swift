@@ -156,10 +156,13 @@ final class StandbyTests: WatchedDirectoryTestCase {
         XCTAssertLessThanOrEqual(ProcessResources.loopThreads(), 4)
     }
 
-    func testABlockedCallbacksBacklogEndsInOneOverflowInsteadOfGrowing() throws {
+    /// Blocks the watcher's callback while `total` files are created, until every change has
+    /// been read (a probe watcher's barrier says so), then releases it and waits for delivery.
+    private func blockWhileCreating(_ total: Int, recovery: DirectoryWatcher.Recovery) throws -> [DirectoryChange] {
         let release = DispatchSemaphore(value: 0)
         let started = expectation(description: "blocked")
-        try watch { try DirectoryWatcher.watchFolder(path: directory.path, delegate: $0) }
+        let options = DirectoryWatcher.Options(recovery: recovery)
+        try watch { try DirectoryWatcher.watchFolder(path: directory.path, options: options, delegate: $0) }
         recorder.onFirstBatch { _, _ in
             started.fulfill()
             release.wait()
@@ -171,12 +174,15 @@ final class StandbyTests: WatchedDirectoryTestCase {
         defer { probe.invalidate() }
         directory.touch("first")
         wait(for: [started], timeout: 10)
-        let total = Subscription.backlogLimit + 2_000
         for index in 0..<total { directory.touch("f\(index)") }
         waitForDelivery(probe)
         release.signal()
         waitForDelivery(watcher)
-        let changes = recorder.changes
+        return recorder.changes
+    }
+
+    func testABlockedCallbacksBacklogEndsInOneOverflowInsteadOfGrowing() throws {
+        let changes = try blockWhileCreating(Subscription.backlogLimit + 2_000, recovery: .notice)
         let overflows = changes.filter { $0.kind == .overflow }
         // The backlog's notice; the kernel's too when its queue overflowed before the standby
         // took over (a slow machine).
@@ -186,6 +192,22 @@ final class StandbyTests: WatchedDirectoryTestCase {
         let before = changes.prefix { $0.kind != .overflow }
         let expected = [directory.url("first")] + (0..<(before.count - 1)).map { directory.url("f\($0)") }
         XCTAssertEqual(before.map(\.path), expected.map { FileSystemPath($0) })
+    }
+
+    func testAfterABlockedCallbacksBacklogOverflowedItCatchesUpExactly() throws {
+        let total = Subscription.backlogLimit + 2_000
+        let changes = try blockWhileCreating(total, recovery: .exact)
+        let notice = try XCTUnwrap(changes.firstIndex { $0.kind == .overflow })
+        XCTAssertLessThanOrEqual(notice, Subscription.backlogLimit, "the backlog stayed bounded while blocked")
+        XCTAssertFalse(changes[..<notice].contains { $0.foundByRescan })
+        let created = changes.filter { $0.kind == .created }.map(\.path)
+        XCTAssertEqual(created.count, total + 1, "each file once")
+        let expected = [directory.url("first")] + (0..<total).map { directory.url("f\($0)") }
+        XCTAssertEqual(Set(created), Set(expected.map { FileSystemPath($0) }))
+        XCTAssertTrue(changes[notice...].contains { $0.foundByRescan }, "the rest was found by listing again")
+        // And it is watching as before.
+        let late = directory.touch("late")
+        XCTAssertEqual(delivered().filter { $0.path == FileSystemPath(late) }.map(\.kind), [.created])
     }
 
     func testLoopThreadsLeaveTheProcessSignalsToTheAppsThreads() throws {

@@ -92,6 +92,9 @@ final class EventLoop: @unchecked Sendable {
             table: WatchTable(inotifyFD: inotifyFD, system: system), pairingWindow: pairingWindow,
             barrierWD: barrierWD, writeBarrierFile: { () throws(SyscallError) in try system.touch(barrierFD) },
             isOnLoopThread: { leadership.isCurrentThreadLeader },
+            wakeForCatchUp: { [inbox] subscription in
+                _ = inbox.execute { loop in loop.router.backlogDrained(subscription) }
+            },
             listDirectory: { path throws(SyscallError) in try Snapshot.read(path, system: system) },
             listNames: { path throws(SyscallError) in try Snapshot.readNames(path, system: system) })
         var failure: Int32 = 0

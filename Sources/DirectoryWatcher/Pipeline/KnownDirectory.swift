@@ -34,6 +34,9 @@ final class KnownDirectory {
         /// read, no other file had it.
         var inode: UInt64 = 0
         var bornBy = Snapshot.Time.unvouched
+
+        /// Whether a rescan follows the file by its inode rather than by its name.
+        var isFollowedByInode: Bool { inode != 0 && bornBy != .unvouched }
     }
 
     /// An entry name as a key: hashed in one pass over its bytes, and looked up with a slice of
@@ -199,7 +202,7 @@ extension KnownDirectory.Known: KnownEntry {
     var knownInode: UInt64? {
         switch self {
         case .entry(let entry): return entry.inode
-        case .unsure(let unsure): return unsure.inode == 0 ? nil : unsure.inode
+        case .unsure(let unsure): return unsure.isFollowedByInode ? unsure.inode : nil
         }
     }
 
@@ -207,9 +210,10 @@ extension KnownDirectory.Known: KnownEntry {
         switch self {
         case .entry(let known): return known.isSameFile(as: entry)
         case .unsure(let unsure):
-            // Known by name only: the name still there is taken to be the same file.
-            guard unsure.inode != 0 else { return true }
-            guard entry.inode == unsure.inode, unsure.bornBy != .unvouched else { return false }
+            // Known by name only (or by an inode no birth time vouches for yet): the name still
+            // there is taken to be the same file.
+            guard unsure.isFollowedByInode else { return true }
+            guard entry.inode == unsure.inode else { return false }
             return entry.born.map { !$0.isAfter(unsure.bornBy) } ?? true
         }
     }

@@ -34,6 +34,14 @@ final class Router {
     private var known: [Int32: KnownDirectory] = [:]
     /// The kernel queue overflowed: once it is drained, list the known directories again.
     private var rescanPending = false
+    /// Watchers whose backlog overflowed and has since been delivered: once the kernel queue is
+    /// drained, their directories are listed again and each gets what it missed.
+    private var catchUpsDue: [Subscription] = []
+    /// Barriers of watchers owed a catch-up: they complete after it, by watcher.
+    private var barriersAfterCatchUp: [ObjectIdentifier: [BarrierRequest]] = [:]
+    /// Called from the delivering thread when such a watcher's backlog is delivered; the loop
+    /// then runs ``backlogDrained(_:)`` on its leader.
+    private let wakeForCatchUp: @Sendable (Subscription) -> Void
     /// Barriers that were in flight when the queue overflowed: they complete after the rescan.
     private var barriersAfterRescan: [BarrierRequest] = []
     /// Directories the router has just listed: their own open, read and close of the directory
@@ -68,6 +76,7 @@ final class Router {
         table: WatchTable<Subscription>, pairingWindow: UInt64, barrierWD: Int32,
         writeBarrierFile: @escaping () throws(SyscallError) -> Void,
         isOnLoopThread: @escaping () -> Bool = { true },
+        wakeForCatchUp: @escaping @Sendable (Subscription) -> Void = { _ in },
         listDirectory: @escaping (FileSystemPath) throws(SyscallError) -> Snapshot = { _ throws(SyscallError) in
             Snapshot()
         },
@@ -78,6 +87,7 @@ final class Router {
         birthClock: @escaping () -> Snapshot.Time = System.coarseWallClockNow
     ) {
         self.birthClock = birthClock
+        self.wakeForCatchUp = wakeForCatchUp
         self.listDirectory = listDirectory
         self.listNames = listNames
         self.wallClock = wallClock
@@ -143,10 +153,24 @@ final class Router {
         assert(isOnLoopThread())
         if queueDrained && rescanPending && pairing.isEmpty {
             rescanPending = false
-            rescan()
+            rescan(Array(known.keys), afterKernelOverflow: true)
             let waiting = barriersAfterRescan
             barriersAfterRescan = []
             complete(waiting)
+        }
+        if queueDrained && !catchUpsDue.isEmpty && pairing.isEmpty {
+            let due = catchUpsDue
+            catchUpsDue = []
+            var descriptors: Set<Int32> = []
+            for subscription in due where !subscription.loop.isEnded {
+                descriptors.formUnion(subscription.loop.descriptors)
+            }
+            rescan(Array(descriptors), afterKernelOverflow: false)
+            if !rescanPending {
+                let waiting = barriersAfterRescan
+                barriersAfterRescan = []
+                complete(waiting)
+            }
         }
         if queueDrained && pairing.isEmpty && barrier.drained() { writeBarrier() }
         flushBatches()
@@ -156,8 +180,9 @@ final class Router {
     /// subscription (closing the inotify descriptor removes the kernel watches).
     func tearDown() {
         assert(isOnLoopThread())
-        let leftover = barrier.takeAll() + barriersAfterRescan
+        let leftover = barrier.takeAll() + barriersAfterRescan + barriersAfterCatchUp.values.joined()
         barriersAfterRescan = []
+        barriersAfterCatchUp = [:]
         flushBatches()
         for request in leftover { schedule(request.subscription.run(request.completion)) }
         subscriptions = [:]
@@ -175,6 +200,12 @@ final class Router {
                 flags: InotifyMask.onlyDirectory | InotifyMask.excludeUnlinked | names, only: subscription.entry)
             subscription.loop.descriptors = [wd]
             subscriptions[ObjectIdentifier(subscription)] = subscription
+            if subscription.keepsSnapshot {
+                let wake = wakeForCatchUp
+                subscription.onBacklogDrained = { [weak subscription] in
+                    if let subscription { wake(subscription) }
+                }
+            }
             // The directory as it is when watching starts; without it (unreadable), an overflow is
             // reported as a notice only.
             if subscription.keepsSnapshot && known[wd] == nil, let snapshot = list(subscription.root, wd: wd) {
@@ -190,9 +221,22 @@ final class Router {
         assert(isOnLoopThread())
         guard subscriptions.removeValue(forKey: ObjectIdentifier(subscription)) != nil else { return }
         if !subscription.loop.isEnded { end(subscription) }
+        subscription.loop.catchUp = nil
         // Nothing of this wake-up is handed over: not even an empty batch to its queue.
         subscription.loop.pending = []
         dirty.removeAll { $0 === subscription }
+        complete(barriersAfterCatchUp.removeValue(forKey: ObjectIdentifier(subscription)) ?? [])
+    }
+
+    /// A watcher's overflowed backlog has been delivered: its catch-up is due once the kernel
+    /// queue is drained.
+    func backlogDrained(_ subscription: Subscription) {
+        assert(isOnLoopThread())
+        guard subscription.loop.catchUp != nil, !subscription.loop.isEnded,
+            subscriptions[ObjectIdentifier(subscription)] === subscription
+        else { return }
+        subscription.loop.catchUp?.isDue = true
+        catchUpsDue.append(subscription)
     }
 
     func requestBarrier(for subscription: Subscription, completion: @escaping @Sendable () -> Void) {
@@ -317,34 +361,66 @@ final class Router {
     /// others asked for the notice alone). A directory that can no longer be listed is reported:
     /// as removed when its path names nothing (its own events were among those lost), else with
     /// a second notice that carries the error.
-    private func rescan() {
-        for wd in Array(known.keys) {
+    /// (A watcher watches one directory today; a catch-up ends with its directory's rescan.)
+    private func rescan(_ descriptors: [Int32], afterKernelOverflow: Bool) {
+        for wd in descriptors {
             let watches = table.watches(wd).filter { !$0.subscriber.loop.isEnded && $0.subscriber.keepsSnapshot }
-            guard let first = watches.first, let directory = known[wd] else { continue }
+            let catchingUp = watches.filter { $0.subscriber.loop.catchUp?.isDue == true }
+            let others = watches.filter { $0.subscriber.loop.catchUp == nil }
+            guard let first = watches.first else { continue }
+            guard let directory = known[wd] else {
+                // Never listed (it was unreadable when watching started): the notice stands.
+                for watch in catchingUp { _ = takeCatchUp(watch.subscriber) }
+                continue
+            }
             let current: Snapshot
             do {
                 current = try listDirectory(first.directory)
                 listingEchoes.insert(wd)
             } catch {
-                rescanFailed(error, watches: watches)
+                for watch in catchingUp { _ = takeCatchUp(watch.subscriber) }
+                rescanFailed(error, watches: afterKernelOverflow ? others + catchingUp : catchingUp)
                 continue
             }
             let differences = directory.differences(to: current)
-            directory.reset(to: current)
-            for watch in watches {
-                for difference in differences where ChangeTranslation.selects(watch.mask, difference.kind) {
-                    guard
-                        watch.covers(difference.name[...])
-                            || (difference.oldName.map { watch.covers($0[...]) } ?? false)
-                    else { continue }
-                    collect(
-                        DirectoryChange(
-                            kind: difference.kind, path: watch.path(of: difference.name[...]),
-                            oldPath: difference.oldName.map { watch.path(of: $0[...]) },
-                            isDirectory: difference.isDirectory, foundByRescan: true),
-                        for: watch.subscriber)
-                }
+            for watch in others { report(differences, to: watch) }
+            // A watcher whose backlog overflowed is told from what it knew then, once its backlog
+            // has been delivered; until then its changes stay dropped.
+            for watch in catchingUp {
+                let baseline = takeCatchUp(watch.subscriber)[wd] ?? [:]
+                var before: [[UInt8]: KnownDirectory.Known] = [:]
+                before.reserveCapacity(baseline.count)
+                for (key, value) in baseline { before[Array(key.bytes)] = value }
+                report(Snapshot.differences(from: before, to: current), to: watch)
             }
+            directory.reset(to: current)
+        }
+    }
+
+    /// Ends a watcher's wait for its catch-up: collects the changes that did not fit when its
+    /// backlog overflowed, and returns what it knew of its directories then.
+    private func takeCatchUp(_ subscription: Subscription) -> [Int32: [KnownDirectory.Name: KnownDirectory.Known]] {
+        guard let catchUp = subscription.loop.catchUp else { return [:] }
+        subscription.loop.catchUp = nil
+        subscription.loop.takesAnyBatch = true
+        for change in catchUp.remainder { collect(change, for: subscription) }
+        barriersAfterRescan += barriersAfterCatchUp.removeValue(forKey: ObjectIdentifier(subscription)) ?? []
+        return catchUp.baseline
+    }
+
+    /// Reports the differences a rescan found to one watch, as far as it selected and covers them.
+    private func report(_ differences: [Snapshot.Difference], to watch: WatchTable<Subscription>.Watch) {
+        for difference in differences where ChangeTranslation.selects(watch.mask, difference.kind) {
+            guard
+                watch.covers(difference.name[...])
+                    || (difference.oldName.map { watch.covers($0[...]) } ?? false)
+            else { continue }
+            collect(
+                DirectoryChange(
+                    kind: difference.kind, path: watch.path(of: difference.name[...]),
+                    oldPath: difference.oldName.map { watch.path(of: $0[...]) },
+                    isDirectory: difference.isDirectory, foundByRescan: true),
+                for: watch.subscriber)
         }
     }
 
@@ -411,7 +487,22 @@ final class Router {
     }
 
     private func flushBatches() {
-        for subscription in dirty { schedule(subscription.flush()) }
+        for subscription in dirty {
+            // Owed a catch-up: its changes until then are what the catch-up will report.
+            if subscription.loop.catchUp != nil && !subscription.loop.endsWithBatch {
+                subscription.loop.pending = []
+                continue
+            }
+            let wasOverflowing = subscription.loop.isOverflowing
+            schedule(subscription.flush())
+            if !wasOverflowing, subscription.loop.catchUp != nil {
+                // The backlog just overflowed: what the watcher has been told of its
+                // directories is what they are known to be now, minus what did not fit.
+                for wd in subscription.loop.descriptors {
+                    if let directory = known[wd] { subscription.loop.catchUp?.baseline[wd] = directory.entries }
+                }
+            }
+        }
         dirty.removeAll(keepingCapacity: true)
     }
 
@@ -434,7 +525,13 @@ final class Router {
     private func complete(_ requests: [BarrierRequest]) {
         guard !requests.isEmpty else { return }
         flushBatches()
-        for request in requests { schedule(request.subscription.run(request.completion)) }
+        for request in requests {
+            if request.subscription.loop.catchUp != nil && !request.subscription.loop.isEnded {
+                barriersAfterCatchUp[ObjectIdentifier(request.subscription), default: []].append(request)
+            } else {
+                schedule(request.subscription.run(request.completion))
+            }
+        }
     }
 
     private func writeBarrier() {

@@ -36,6 +36,12 @@ final class Subscription: @unchecked Sendable {
     weak var receiver: (any ChangeReceiver)?
     /// Changes handed over and not yet delivered (any thread).
     private let backlog = Atomic<Int>(0)
+    /// Set when the backlog overflowed and the watcher is owed a catch-up: the delivery that
+    /// empties the backlog then calls ``onBacklogDrained``.
+    private let awaitsDrain = Atomic<Bool>(false)
+    /// Tells the loop that the backlog of a watcher owed a catch-up has been delivered. Set once,
+    /// when the subscription reaches the loop (before any delivery).
+    var onBacklogDrained: (@Sendable () -> Void)?
 
     /// What the router keeps for a subscription. Loop leader only: the router checks that it is
     /// on the leading thread before touching it.
@@ -49,6 +55,22 @@ final class Subscription: @unchecked Sendable {
         /// An overflow was handed over for a backlog past ``Subscription/backlogLimit``, and no
         /// more changes are until the backlog has been delivered.
         var isOverflowing = false
+        /// For a watcher that keeps snapshots: what it was owed when its backlog overflowed, and
+        /// what it was told of each of its directories then. Its changes are dropped until the
+        /// router delivers the catch-up (see ``Router``).
+        var catchUp: CatchUp?
+        /// The next batch is a catch-up: it is handed over whatever the backlog.
+        var takesAnyBatch = false
+    }
+
+    /// What a watcher whose backlog overflowed is owed.
+    struct CatchUp {
+        /// The changes of the overflowing batch that did not fit, in order.
+        var remainder: [DirectoryChange]
+        /// What the watcher's directories were known to be when they were dropped, by descriptor.
+        var baseline: [Int32: [KnownDirectory.Name: KnownDirectory.Known]]
+        /// The backlog has been delivered: the catch-up is due once the kernel queue is drained.
+        var isDue = false
     }
 
     /// Leader only (see ``LoopState``).
@@ -83,24 +105,36 @@ final class Subscription: @unchecked Sendable {
         var batch = loop.pending
         let ends = loop.endsWithBatch
         loop.pending = []
-        let undelivered = backlog.load(ordering: .relaxed)
+        let undelivered = backlog.load(ordering: .acquiring)
         let room = Self.backlogLimit - undelivered
         // A watcher that has taken everything so far takes any batch, however large (a rescan's).
-        if undelivered == 0 || batch.count <= room {
+        if undelivered == 0 || batch.count <= room || loop.takesAnyBatch {
             loop.isOverflowing = false
+            loop.takesAnyBatch = false
         } else if !ends {
             // Blocked for long: what fits, then one overflow that stands for everything until the
             // backlog has been delivered.
             if loop.isOverflowing { return nil }
             loop.isOverflowing = true
-            batch.removeLast(batch.count - max(room, 0))
+            let fits = max(room, 0)
+            if keepsSnapshot {
+                // The router owes the rest: before the backlog can drain, it must hear of it.
+                loop.catchUp = CatchUp(remainder: Array(batch[fits...]), baseline: [:])
+                awaitsDrain.store(true, ordering: .relaxed)
+            }
+            batch.removeLast(batch.count - fits)
             batch.append(DirectoryChange(kind: .overflow, path: root, isDirectory: true))
         }
         let count = batch.count
-        backlog.add(count, ordering: .relaxed)
+        backlog.add(count, ordering: .acquiringAndReleasing)
         return run { [batch] in
             self.deliver(batch, ends: ends)
-            self.backlog.subtract(count, ordering: .relaxed)
+            // Acquiring-releasing: the flag was set before this count was added.
+            if self.backlog.subtract(count, ordering: .acquiringAndReleasing).newValue == 0,
+                self.awaitsDrain.exchange(false, ordering: .acquiringAndReleasing)
+            {
+                self.onBacklogDrained?()
+            }
         }
     }
 
