@@ -17,17 +17,21 @@ final class RouterTests: XCTestCase {
     private var listings: [String: Result<Snapshot, SyscallError>] = [:]
     /// The directories whose names (and inodes) the router listed, in order.
     private var namesListed: [String] = []
+    /// The directories the router listed in full (kept snapshots, rescans), in order.
+    private var listed: [String] = []
 
     override func setUp() {
         kernel = FakeKernel()
         barrierWrites = 0
         listings = [:]
         namesListed = []
+        listed = []
         router = Router(
             table: WatchTable(inotifyFD: 99, system: kernel.system), pairingWindow: window, barrierWD: barrierWD,
             writeBarrierFile: { [unowned self] () throws(SyscallError) in barrierWrites += 1 },
             listDirectory: { [unowned self] (path) throws(SyscallError) in
-                try (listings[path.description] ?? .success(Snapshot())).get()
+                listed.append(path.description)
+                return try (listings[path.description] ?? .success(Snapshot())).get()
             },
             listNames: { [unowned self] (path) throws(SyscallError) in
                 namesListed.append(path.description)
@@ -263,6 +267,18 @@ final class RouterTests: XCTestCase {
             InotifyEvent(wd: descriptor, mask: InotifyMask.movedTo, cookie: 5, name: Array("config".utf8)),
         ])
         XCTAssertEqual(file.batches, [[DirectoryChange(.renamed, "/d/config", from: "/d/config.tmp")]])
+    }
+
+    func testAKeptDirectoryIsDroppedWithItsLastWatcherThatKeepsSnapshots() throws {
+        let (exact, _) = try subscribe("/d", keepsSnapshot: true)
+        let (_, noticeOnly) = try subscribe("/d")
+        XCTAssertEqual(listed, ["/d"], "listed once, when the first watcher that keeps snapshots came")
+        router.unsubscribe(exact)
+        read([InotifyEvent(wd: -1, mask: InotifyMask.queueOverflow)])
+        XCTAssertEqual(listed, ["/d"], "nothing kept, nothing listed again")
+        XCTAssertEqual(noticeOnly.batches, [[DirectoryChange(.overflow, "/d", directory: true)]])
+        _ = try subscribe("/d", keepsSnapshot: true)
+        XCTAssertEqual(listed, ["/d", "/d"], "a new one lists afresh")
     }
 
     func testUnsubscribingDropsThePendingBatchAndTheKernelWatch() throws {

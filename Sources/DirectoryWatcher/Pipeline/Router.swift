@@ -343,7 +343,12 @@ final class Router {
         subscription.loop.isEnded = true
         for wd in subscription.loop.descriptors {
             table.remove(subscription, from: wd)
-            if table.kernelMask(wd) == nil { known[wd] = nil }
+            // Kept while a watcher of the directory keeps snapshots (a notice-only watcher that
+            // stays has no use for it).
+            if !table.watches(wd).contains(where: { $0.subscriber.keepsSnapshot }) {
+                known[wd] = nil
+                lackingInodes.remove(wd)
+            }
         }
         subscription.loop.descriptors = []
     }
