@@ -29,6 +29,17 @@ final class KnownDirectoryTests: XCTestCase {
         Snapshot(entries: Dictionary(uniqueKeysWithValues: entries.map { (Array($0.key.utf8), $0.value) }))
     }
 
+    /// Learns what a listing of names gives, as the router does.
+    private func learn(_ directory: KnownDirectory, _ listed: [(String, UInt64)], listedAfter start: Snapshot.Time) {
+        do {
+            try directory.learnInodes(listedAfter: start) { visit in
+                for (name, inode) in listed { visit(Array(name.utf8)[...], inode) }
+            }
+        } catch {
+            XCTFail("\(error)")
+        }
+    }
+
     private func summary(_ differences: [Snapshot.Difference]) -> [String] {
         differences.map { difference in
             let name = String(decoding: difference.name, as: UTF8.self)
@@ -43,7 +54,7 @@ final class KnownDirectoryTests: XCTestCase {
         let directory = KnownDirectory(Snapshot())
         XCTAssertTrue(directory.apply(event(InotifyMask.create, "a"), at: time(100)))
         XCTAssertTrue(directory.lacksInodes, "an event created it: its inode is not on record")
-        directory.learnInodes([.init(name: Array("a".utf8), inode: 42, type: 0)], listedAfter: time(101))
+        learn(directory, [("a", 42)], listedAfter: time(101))
         XCTAssertFalse(directory.lacksInodes)
         // Events lost: a was renamed to b, and written.
         let now = snapshot(["b": file(inode: 42, born: 100, modified: 200, size: 5)])
@@ -61,7 +72,7 @@ final class KnownDirectoryTests: XCTestCase {
         // The inode was freed and given to a new file after the names were listed.
         let directory = KnownDirectory(Snapshot())
         _ = directory.apply(event(InotifyMask.create, "a"), at: time(100))
-        directory.learnInodes([.init(name: Array("a".utf8), inode: 42, type: 0)], listedAfter: time(101))
+        learn(directory, [("a", 42)], listedAfter: time(101))
         let now = snapshot(["b": file(inode: 42, born: 150)])
         XCTAssertEqual(summary(directory.differences(to: now)), ["removed a", "created b"])
     }
@@ -69,15 +80,15 @@ final class KnownDirectoryTests: XCTestCase {
     func testAFileThatMayBeBornInTheListingsTickIsListedAgainBeforeItIsVouchedFor() {
         let directory = KnownDirectory(Snapshot())
         _ = directory.apply(event(InotifyMask.create, "a"), at: time(101))
-        let listed: [DirectoryEntryParser.Entry] = [.init(name: Array("a".utf8), inode: 42, type: 0)]
-        directory.learnInodes(listed, listedAfter: time(101))
+        let listed: [(String, UInt64)] = [("a", 42)]
+        learn(directory, listed, listedAfter: time(101))
         XCTAssertTrue(directory.lacksInodes, "its event was read in the tick the listing began in")
         let now = snapshot(["b": file(inode: 42, born: 100)])
         XCTAssertEqual(summary(directory.differences(to: now)), ["removed a", "created b"])
         XCTAssertEqual(
             summary(directory.differences(to: snapshot(["a": file(inode: 42, born: 100)]))), [],
             "until then it is followed by its name")
-        directory.learnInodes(listed, listedAfter: time(102))
+        learn(directory, listed, listedAfter: time(102))
         XCTAssertFalse(directory.lacksInodes)
         XCTAssertEqual(summary(directory.differences(to: now)), ["renamed a -> b"])
     }

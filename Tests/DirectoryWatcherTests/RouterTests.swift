@@ -33,9 +33,8 @@ final class RouterTests: XCTestCase {
                 listed.append(path.description)
                 return try (listings[path.description] ?? .success(Snapshot())).get()
             },
-            listNames: { [unowned self] (path) throws(SyscallError) in
+            listNames: { [unowned self] (path, _) throws(SyscallError) in
                 namesListed.append(path.description)
-                return []
             })
     }
 

@@ -48,7 +48,9 @@ final class Router {
     /// come back as events on it, which are the router's echo, not a watcher's change.
     private var listingEchoes: Set<Int32> = []
     private let listDirectory: (FileSystemPath) throws(SyscallError) -> Snapshot
-    private let listNames: (FileSystemPath) throws(SyscallError) -> [DirectoryEntryParser.Entry]
+    /// Lists a directory's names and inodes, calling the given function with each.
+    typealias NameLister = (FileSystemPath, (ArraySlice<UInt8>, UInt64) -> Void) throws(SyscallError) -> Void
+    private let listNames: NameLister
     /// Kept directories with entries whose inode is not on record (``KnownDirectory/lacksInodes``).
     /// The router lists their names once the loop has been idle for ``learningIdle`` (or, under
     /// a steady stream of events, ``learningLatest`` after the first such entry), and whenever a
@@ -59,6 +61,10 @@ final class Router {
     private var lastEventRead: UInt64 = 0
     static let learningIdle: UInt64 = 100_000_000
     static let learningLatest: UInt64 = 2_000_000_000
+    /// Under a steady stream of events, the time between two listings for inodes: at least
+    /// ``learningLatest``, and fifty times what the last one took, so that listing a huge
+    /// directory takes at most 2% of the loop's time.
+    private var learningSpacing = Router.learningLatest
     private let wallClock: () -> Snapshot.Time
     /// The clock of file birth times (``System/coarseWallClockNow()``), read before names are
     /// listed to learn inodes.
@@ -80,9 +86,7 @@ final class Router {
         listDirectory: @escaping (FileSystemPath) throws(SyscallError) -> Snapshot = { _ throws(SyscallError) in
             Snapshot()
         },
-        listNames: @escaping (FileSystemPath) throws(SyscallError) -> [DirectoryEntryParser.Entry] = {
-            _ throws(SyscallError) in []
-        },
+        listNames: @escaping NameLister = { _, _ throws(SyscallError) in },
         wallClock: @escaping () -> Snapshot.Time = System.wallClockNow,
         birthClock: @escaping () -> Snapshot.Time = System.coarseWallClockNow
     ) {
@@ -102,7 +106,7 @@ final class Router {
     /// second, or directories are due to have their inodes learnt.
     var deadline: UInt64? {
         guard !lackingInodes.isEmpty else { return pairing.deadline }
-        let learning = min(lastEventRead + Self.learningIdle, lackingSince + Self.learningLatest)
+        let learning = min(lastEventRead + Self.learningIdle, lackingSince + learningSpacing)
         return min(pairing.deadline ?? .max, learning)
     }
 
@@ -141,7 +145,7 @@ final class Router {
             pairing.expire(now: now) { handle($0) }
         }
         if !lackingInodes.isEmpty,
-            now >= min(lastEventRead + Self.learningIdle, lackingSince + Self.learningLatest)
+            now >= min(lastEventRead + Self.learningIdle, lackingSince + learningSpacing)
         {
             learnInodes()
         }
@@ -282,7 +286,7 @@ final class Router {
         // What a rescan reported already is not reported again when the kernel's event follows.
         if !event.name.isEmpty, let directory = known[event.wd] {
             guard directory.apply(event, at: wallNow) else { return }
-            if directory.lacksInodes { lacksInodes(event.wd) }
+            if directory.lacksInodes && !directory.isDueForLearning { lacksInodes(event.wd, directory) }
         }
         for watch in table.watches(event.wd) where !watch.subscriber.loop.isEnded {
             if let change = ChangeTranslation.change(
@@ -300,7 +304,9 @@ final class Router {
             let moved = known[from.wd]?.takeOut(from.name) ?? nil
             known[to.wd]?.putIn(to.name, moved, isDirectory: to.has(InotifyMask.isDirectory), at: wallNow)
         }
-        if known[to.wd]?.lacksInodes == true { lacksInodes(to.wd) }
+        if let directory = known[to.wd], directory.lacksInodes && !directory.isDueForLearning {
+            lacksInodes(to.wd, directory)
+        }
         let sources = table.watches(from.wd)
         let targets = table.watches(to.wd)
         for source in sources where !source.subscriber.loop.isEnded {
@@ -445,9 +451,10 @@ final class Router {
         }
     }
 
-    private func lacksInodes(_ wd: Int32) {
+    private func lacksInodes(_ wd: Int32, _ directory: KnownDirectory) {
         if lackingInodes.isEmpty { lackingSince = lastEventRead }
         lackingInodes.insert(wd)
+        directory.isDueForLearning = true
     }
 
     /// Lists the names of the directories with entries whose inode is not on record, and records
@@ -455,18 +462,33 @@ final class Router {
     /// while it has entries that may have been born in the birth clock's current tick.
     private func learnInodes() {
         let start = birthClock()
+        let began = wallClock()
         var due: Set<Int32> = []
         for wd in lackingInodes {
-            guard let directory = known[wd], directory.lacksInodes,
-                let first = table.watches(wd).first(where: { !$0.subscriber.loop.isEnded }),
-                let names = try? listNames(first.directory)
+            guard let directory = known[wd] else { continue }
+            directory.isDueForLearning = false
+            guard directory.lacksInodes,
+                let first = table.watches(wd).first(where: { !$0.subscriber.loop.isEnded })
             else { continue }
-            listingEchoes.insert(wd)
-            directory.learnInodes(names, listedAfter: start)
-            if directory.lacksInodes { due.insert(wd) }
+            let listNames = listNames
+            do {
+                try directory.learnInodes(listedAfter: start) { visit throws(SyscallError) in
+                    try listNames(first.directory, visit)
+                }
+                listingEchoes.insert(wd)
+            } catch {
+                continue  // gone or unreadable: its own events, or the next rescan, will say
+            }
+            if directory.lacksInodes {
+                directory.isDueForLearning = true
+                due.insert(wd)
+            }
         }
         lackingInodes = due
         lackingSince = lastEventRead
+        let end = wallClock()
+        let took = (end.seconds - began.seconds) * 1_000_000_000 + Int64(end.nanoseconds) - Int64(began.nanoseconds)
+        learningSpacing = max(Self.learningLatest, UInt64(clamping: took) * 50)
     }
 
     /// Lists a watched directory, expecting the echo of its own reading.

@@ -39,17 +39,25 @@ struct Snapshot: Equatable, Sendable {
     }
 
     /// Lists the names and inodes of the directory at `path`, with no status per entry: one
-    /// `getdents64` per few hundred entries.
-    static func readNames(_ path: FileSystemPath, system: System) throws(SyscallError) -> [DirectoryEntryParser.Entry] {
+    /// `getdents64` per few hundred entries, and no allocation per name (`body` sees each name
+    /// in a buffer reused for the next).
+    static func readNames(
+        _ path: FileSystemPath, system: System, _ body: (ArraySlice<UInt8>, UInt64) -> Void
+    ) throws(SyscallError) {
         let fd = try system.openDirectory(path)
         defer { system.close(fd) }
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 32 * 1024, alignment: 8)
         defer { buffer.deallocate() }
-        var names: [DirectoryEntryParser.Entry] = []
+        var name: [UInt8] = []
+        name.reserveCapacity(256)
         while true {
             let count = try system.readDirectory(fd, into: buffer)
-            if count == 0 { return names }
-            names += DirectoryEntryParser.parse(UnsafeRawBufferPointer(rebasing: buffer[..<count])).entries
+            if count == 0 { return }
+            DirectoryEntryParser.forEach(UnsafeRawBufferPointer(rebasing: buffer[..<count])) { bytes, inode, _ in
+                name.removeAll(keepingCapacity: true)
+                name.append(contentsOf: bytes)
+                body(name[...], inode)
+            }
         }
     }
 

@@ -73,8 +73,9 @@ final class Subscription: @unchecked Sendable {
         var isDue = false
     }
 
-    /// Leader only (see ``LoopState``).
-    var loop = LoopState()
+    /// Leader only (see ``LoopState``). The router checks that it runs on the leader, so the
+    /// runtime's exclusivity check on every change collected would only cost time.
+    @exclusivity(unchecked) var loop = LoopState()
 
     init(root: FileSystemPath, mask: UInt32, entry: WatchedEntry? = nil, target: Target, keepsSnapshot: Bool = false) {
         self.root = root

@@ -26,6 +26,19 @@ enum DirectoryEntryParser {
 
     static func parse(_ bytes: UnsafeRawBufferPointer) -> Result {
         var entries: [Entry] = []
+        let malformed = forEach(bytes) { name, inode, type in
+            entries.append(Entry(name: [UInt8](name), inode: inode, type: type))
+        }
+        return Result(entries: entries, malformedTrailingBytes: malformed)
+    }
+
+    /// Calls `body` with each entry but `.` and `..`: its name's bytes (valid during the call
+    /// only: no copy is made), inode and type. Returns the bytes at the end that did not form a
+    /// whole record.
+    @discardableResult
+    static func forEach(
+        _ bytes: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer, UInt64, UInt8) -> Void
+    ) -> Int {
         var offset = 0
         while bytes.count - offset >= headerSize {
             let inode = bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
@@ -34,13 +47,14 @@ enum DirectoryEntryParser {
             guard length > headerSize, length <= bytes.count - offset else { break }
             let nameStart = offset + headerSize
             let room = length - headerSize
-            let nameLength = bytes[nameStart..<(nameStart + room)].firstIndex(of: 0).map { $0 - nameStart } ?? room
-            let name = [UInt8](bytes[nameStart..<(nameStart + nameLength)])
-            if name != [0x2E] && name != [0x2E, 0x2E] {
-                entries.append(Entry(name: name, inode: inode, type: type))
-            }
+            let start = bytes.baseAddress! + nameStart
+            let nameLength = memchr(start, 0, room).map { UnsafeRawPointer($0) - start } ?? room
+            let name = UnsafeRawBufferPointer(start: start, count: nameLength)
+            let isDot = nameLength == 1 && name[0] == 0x2E
+            let isDotDot = nameLength == 2 && name[0] == 0x2E && name[1] == 0x2E
+            if !isDot && !isDotDot { body(name, inode, type) }
             offset += length
         }
-        return Result(entries: entries, malformedTrailingBytes: bytes.count - offset)
+        return bytes.count - offset
     }
 }
