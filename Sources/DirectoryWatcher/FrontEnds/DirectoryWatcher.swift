@@ -317,6 +317,13 @@ public final class DirectoryWatcher: @unchecked Sendable {
             barrier { continuation.resume() }
         }
     }
+
+    /// Lists the watched directory's names now to learn the inodes of entries that events
+    /// created, as the loop does once it has been idle (tests rely on it without waiting for an
+    /// idle moment).
+    func learnInodesNow() {
+        _ = lease.loop.submitAndWait { loop in loop.router.learnInodesNow() }
+    }
 }
 
 extension DirectoryWatcher: ChangeReceiver {

@@ -53,18 +53,27 @@ final class Router {
     private let listNames: NameLister
     /// Kept directories with entries whose inode is not on record (``KnownDirectory/lacksInodes``).
     /// The router lists their names once the loop has been idle for ``learningIdle`` (or, under
-    /// a steady stream of events, ``learningLatest`` after the first such entry), and whenever a
-    /// barrier is reached.
+    /// a steady stream of events, ``learningLatest`` after the first such entry). Not at a
+    /// barrier: a barrier stays cheap however large the directory.
     private var lackingInodes: Set<Int32> = []
     /// When the first directory joined ``lackingInodes``, and when the last event was read.
     private var lackingSince: UInt64 = 0
     private var lastEventRead: UInt64 = 0
     static let learningIdle: UInt64 = 100_000_000
     static let learningLatest: UInt64 = 2_000_000_000
-    /// Under a steady stream of events, the time between two listings for inodes: at least
-    /// ``learningLatest``, and fifty times what the last one took, so that listing a huge
-    /// directory takes at most 2% of the loop's time.
-    private var learningSpacing = Router.learningLatest
+    /// The least time between two listings for inodes: fifty times what the last one took (and
+    /// at least 20 ms), so that listing a huge directory, however often files appear in it, takes
+    /// at most 2% of the loop's time.
+    private var learningSpacing: UInt64 = 0
+    /// When the last listing for inodes ran (monotonic).
+    private var lastLearning: UInt64 = 0
+
+    /// When the directories lacking inodes are due to be listed: once the loop has been idle, or
+    /// at the latest a while after the first such entry, and never sooner than the spacing.
+    private var learningDeadline: UInt64 {
+        let wanted = min(lastEventRead + Self.learningIdle, lackingSince + Self.learningLatest)
+        return max(wanted, lastLearning + learningSpacing)
+    }
     private let wallClock: () -> Snapshot.Time
     /// The clock of file birth times (``System/coarseWallClockNow()``), read before names are
     /// listed to learn inodes.
@@ -106,8 +115,7 @@ final class Router {
     /// second, or directories are due to have their inodes learnt.
     var deadline: UInt64? {
         guard !lackingInodes.isEmpty else { return pairing.deadline }
-        let learning = min(lastEventRead + Self.learningIdle, lackingSince + learningSpacing)
-        return min(pairing.deadline ?? .max, learning)
+        return min(pairing.deadline ?? .max, learningDeadline)
     }
 
     /// The mailboxes scheduled since the last call, for the loop to drain in this order.
@@ -144,10 +152,9 @@ final class Router {
         if let deadline = pairing.deadline, now >= deadline {
             pairing.expire(now: now) { handle($0) }
         }
-        if !lackingInodes.isEmpty,
-            now >= min(lastEventRead + Self.learningIdle, lackingSince + learningSpacing)
-        {
+        if !lackingInodes.isEmpty, now >= learningDeadline {
             learnInodes()
+            lastLearning = now
         }
     }
 
@@ -230,6 +237,13 @@ final class Router {
         subscription.loop.pending = []
         dirty.removeAll { $0 === subscription }
         complete(barriersAfterCatchUp.removeValue(forKey: ObjectIdentifier(subscription)) ?? [])
+    }
+
+    /// Lists the directories lacking inodes now, as the loop does once it has been idle (tests:
+    /// what the idle listing learns, without waiting for the loop to be idle).
+    func learnInodesNow() {
+        assert(isOnLoopThread())
+        if !lackingInodes.isEmpty { learnInodes() }
     }
 
     /// A watcher's overflowed backlog has been delivered: its catch-up is due once the kernel
@@ -488,7 +502,8 @@ final class Router {
         lackingSince = lastEventRead
         let end = wallClock()
         let took = (end.seconds - began.seconds) * 1_000_000_000 + Int64(end.nanoseconds) - Int64(began.nanoseconds)
-        learningSpacing = max(Self.learningLatest, UInt64(clamping: took) * 50)
+        // At least a few kernel ticks: entries born in the listing's tick wait for the next.
+        learningSpacing = max(20_000_000, UInt64(clamping: took) * 50)
     }
 
     /// Lists a watched directory, expecting the echo of its own reading.
@@ -540,8 +555,6 @@ final class Router {
     // MARK: - Barriers
 
     private func barrierReached() {
-        // What the watchers know is complete up to the barrier, renames of new files included.
-        if !lackingInodes.isEmpty { learnInodes() }
         let (satisfied, writeAgain) = barrier.reached()
         complete(satisfied)
         if writeAgain { writeBarrier() }
