@@ -76,7 +76,14 @@ public struct DirectoryChange: Hashable, Sendable, CustomStringConvertible {
     /// be listed again (permission taken away, out of descriptors). The changes the kernel
     /// dropped are then unknown; the next overflow's rescan reports them, or list the directory
     /// yourself. Nil otherwise.
-    public var error: DirectoryWatcherError?
+    public var error: DirectoryWatcherError? {
+        get { failure?.error }
+        set { failure = newValue.map(Failure.init) }
+    }
+    /// The error, out of line: a change is copied several times on its way to a callback, and an
+    /// inline error (two strings) would make every change several times wider for a field that
+    /// is almost always nil.
+    private var failure: Failure?
 
     public init(
         kind: Kind, path: FileSystemPath, oldPath: FileSystemPath? = nil, isDirectory: Bool,
@@ -88,7 +95,7 @@ public struct DirectoryChange: Hashable, Sendable, CustomStringConvertible {
         self.oldPath = oldPath
         self.isDirectory = isDirectory
         self.foundByRescan = foundByRescan
-        self.error = error
+        self.failure = error.map(Failure.init)
     }
 
     public var description: String {
@@ -97,5 +104,18 @@ public struct DirectoryChange: Hashable, Sendable, CustomStringConvertible {
         if let error { origin += " (rescan failed: \(error.reason))" }
         if let oldPath { return "\(kind.rawValue) \(oldPath)\(suffix) -> \(path)\(suffix)\(origin)" }
         return "\(kind.rawValue) \(path)\(suffix)\(origin)"
+    }
+}
+
+extension DirectoryChange {
+    /// A boxed ``DirectoryChange/error``, compared and hashed by value.
+    private final class Failure: Hashable, Sendable {
+        let error: DirectoryWatcherError
+
+        init(_ error: DirectoryWatcherError) { self.error = error }
+
+        static func == (a: Failure, b: Failure) -> Bool { a.error == b.error }
+
+        func hash(into hasher: inout Hasher) { hasher.combine(error) }
     }
 }
