@@ -270,6 +270,69 @@ final class RouterTests: XCTestCase {
         XCTAssertEqual(file.batches, [[DirectoryChange(.renamed, "/d/config", from: "/d/config.tmp")]])
     }
 
+    /// A file as a listing gives it, with its times.
+    private func entry(inode: UInt64, time: Int64) -> Snapshot.Entry {
+        var status = cdw_entry_status()
+        status.mode = 0o100644
+        status.inode = inode
+        status.mask = 0x800  // STATX_BTIME
+        status.born_seconds = time
+        status.modified_seconds = time
+        status.changed_seconds = time
+        return Snapshot.Entry(status)
+    }
+
+    /// Subscribes a watcher that keeps snapshots, leaving the first listing to the test.
+    private func subscribeDeferring(_ root: String) throws -> (Router.ListingRequest, BatchRecorder) {
+        let subscription = Subscription(
+            root: FileSystemPath(root), mask: DirectoryWatcher.Options().events.inotifyMask,
+            target: .mailbox(Mailbox(mayBlock: true)), keepsSnapshot: true)
+        let recorder = BatchRecorder()
+        subscription.receiver = recorder
+        let request = try XCTUnwrap(try router.subscribeDeferringListing(subscription).get())
+        XCTAssertEqual(listed, [], "the loop lists nothing itself")
+        return (request, recorder)
+    }
+
+    func testADeferredListingGetsTheEventsRoutedWhileItWasRead() throws {
+        let before = Snapshot(entries: [
+            Array("old".utf8): entry(inode: 5, time: 1), Array("a".utf8): entry(inode: 7, time: 1),
+        ])
+        let after = Snapshot(entries: [
+            Array("new".utf8): entry(inode: 9, time: 2), Array("b".utf8): entry(inode: 7, time: 1),
+        ])
+        // Read before the events, or after them: either way what is kept is the directory now.
+        for listing in [before, after] {
+            setUp()
+            let (request, recorder) = try subscribeDeferring("/d")
+            let d = wd("/d")
+            read([
+                InotifyEvent(wd: d, mask: InotifyMask.create, name: Array("new".utf8)),
+                InotifyEvent(wd: d, mask: InotifyMask.delete, name: Array("old".utf8)),
+                InotifyEvent(wd: d, mask: InotifyMask.movedFrom, cookie: 3, name: Array("a".utf8)),
+                InotifyEvent(wd: d, mask: InotifyMask.movedTo, cookie: 3, name: Array("b".utf8)),
+            ])
+            router.install(listing, for: request)
+            listings["/d"] = .success(after)
+            read([InotifyEvent(wd: -1, mask: InotifyMask.queueOverflow)])
+            XCTAssertEqual(
+                recorder.batches.last, [DirectoryChange(.overflow, "/d", directory: true)],
+                "nothing missed, nothing twice")
+        }
+    }
+
+    func testAnOverflowWhileTheListingIsReadIsFollowedByARescan() throws {
+        let (request, recorder) = try subscribeDeferring("/d")
+        read([InotifyEvent(wd: -1, mask: InotifyMask.queueOverflow)])
+        XCTAssertEqual(listed, [], "nothing to rescan yet")
+        router.install(Snapshot(), for: request)
+        listings["/d"] = .success(Snapshot(entries: [Array("lost".utf8): entry(inode: 4, time: 1)]))
+        read([])
+        var found = DirectoryChange(.created, "/d/lost")
+        found.foundByRescan = true
+        XCTAssertEqual(recorder.batches, [[DirectoryChange(.overflow, "/d", directory: true)], [found]])
+    }
+
     func testAKeptDirectoryIsDroppedWithItsLastWatcherThatKeepsSnapshots() throws {
         let (exact, _) = try subscribe("/d", keepsSnapshot: true)
         let (_, noticeOnly) = try subscribe("/d")

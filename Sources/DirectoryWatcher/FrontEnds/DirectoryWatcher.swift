@@ -241,10 +241,17 @@ public final class DirectoryWatcher: @unchecked Sendable {
         // The closure forms have no owner to keep their delegate alive: the watcher does.
         if retainingDelegate { watcher.lock.withLock { watcher.retainedDelegate = delegate } }
         subscription.receiver = watcher
-        switch lease.loop.submitAndWait({ loop in loop.router.subscribe(subscription) }) {
-        case .some(nil):
+        switch lease.loop.submitAndWait({ loop in loop.router.subscribeDeferringListing(subscription) }) {
+        case .some(.success(let request)):
+            if let request {
+                // The first listing of a kept directory, read here rather than on the loop: a
+                // directory of 100,000 entries takes about half a second, which holds up this
+                // caller alone.
+                let snapshot = try? Snapshot.read(request.path, system: lease.loop.system)
+                _ = lease.loop.submitAndWait { loop in loop.router.install(snapshot, for: request) }
+            }
             return watcher
-        case .some(let failure?):
+        case .some(.failure(let failure)):
             watcher.invalidate()
             throw DirectoryWatcherError(failure, path: path)
         case nil:

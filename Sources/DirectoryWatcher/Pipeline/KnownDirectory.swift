@@ -135,6 +135,11 @@ final class KnownDirectory {
         putIn(to, known, isDirectory: false, at: now)
     }
 
+    /// Whether an entry of that name is known.
+    func contains(_ name: ArraySlice<UInt8>) -> Bool {
+        entries[Name(looking: name)] != nil
+    }
+
     /// Takes out an entry that moved to another watched directory.
     func takeOut(_ name: ArraySlice<UInt8>) -> Known? {
         entries.removeValue(forKey: Name(looking: name))

@@ -32,6 +32,10 @@ final class Router {
     /// What the watchers have been told of each kernel-watched directory whose watchers keep
     /// snapshots (``Subscription/keepsSnapshot``), by watch descriptor.
     private var known: [Int32: KnownDirectory] = [:]
+    /// Kept directories whose first listing the subscribing thread is reading (see
+    /// ``subscribeDeferringListing(_:)``): what the events said of them meanwhile, to apply to
+    /// the listing when it arrives.
+    private var pendingListings: [Int32: PendingListing] = [:]
     /// The kernel queue overflowed: once it is drained, list the known directories again.
     private var rescanPending = false
     /// Watchers whose backlog overflowed and has since been delivered: once the kernel queue is
@@ -201,7 +205,44 @@ final class Router {
 
     // MARK: - Tasks
 
+    /// A directory to list off the loop, and where the listing goes (``install(_:for:)``).
+    struct ListingRequest: Sendable {
+        let wd: Int32
+        let path: FileSystemPath
+    }
+
+    /// The events routed for a kept directory while its first listing is read elsewhere.
+    struct PendingListing {
+        enum Step {
+            case event(InotifyEvent)
+            case renamed(from: ArraySlice<UInt8>, to: ArraySlice<UInt8>)
+            case movedOut(ArraySlice<UInt8>)
+            case movedIn(ArraySlice<UInt8>, isDirectory: Bool)
+        }
+
+        var steps: [Step] = []
+        var overflowed = false
+    }
+
+    /// Subscribes, listing a kept directory at once, on the loop.
     func subscribe(_ subscription: Subscription) -> SyscallError? {
+        switch subscribe(subscription, deferringListing: false) {
+        case .success: return nil
+        case .failure(let error): return error
+        }
+    }
+
+    /// Subscribes, leaving a kept directory's first listing to the caller, so that listing a
+    /// huge directory holds up only the thread that asked to watch it: the caller lists the
+    /// request's directory and hands the listing to ``install(_:for:)``. Meanwhile the events
+    /// about the directory are kept, and applied to the listing when it arrives.
+    func subscribeDeferringListing(_ subscription: Subscription) -> Result<ListingRequest?, SyscallError> {
+        subscribe(subscription, deferringListing: true)
+    }
+
+    private func subscribe(_ subscription: Subscription, deferringListing: Bool) -> Result<
+        ListingRequest?, SyscallError
+    > {
         assert(isOnLoopThread())
         do {
             // A kept snapshot follows every change of name, whatever the watcher selected.
@@ -219,13 +260,49 @@ final class Router {
             }
             // The directory as it is when watching starts; without it (unreadable), an overflow is
             // reported as a notice only.
-            if subscription.keepsSnapshot && known[wd] == nil, let snapshot = list(subscription.root, wd: wd) {
-                known[wd] = KnownDirectory(snapshot)
+            guard subscription.keepsSnapshot && known[wd] == nil && pendingListings[wd] == nil else {
+                return .success(nil)
             }
-            return nil
+            if deferringListing {
+                pendingListings[wd] = PendingListing()
+                listingEchoes.insert(wd)
+                return .success(ListingRequest(wd: wd, path: subscription.root))
+            }
+            if let snapshot = list(subscription.root, wd: wd) { known[wd] = KnownDirectory(snapshot) }
+            return .success(nil)
         } catch {
-            return error
+            return .failure(error)
         }
+    }
+
+    /// The listing a ``subscribeDeferringListing(_:)`` caller read (nil: the directory could not
+    /// be read), with the events routed since applied to it in order. Applying an event the
+    /// listing already shows changes nothing (a creation of a name it holds, a removal of one it
+    /// does not), so it does not matter when the listing was read. An overflow meanwhile is
+    /// followed by a rescan.
+    func install(_ snapshot: Snapshot?, for request: ListingRequest) {
+        assert(isOnLoopThread())
+        guard let pending = pendingListings.removeValue(forKey: request.wd), let snapshot,
+            table.watches(request.wd).contains(where: { $0.subscriber.keepsSnapshot && !$0.subscriber.loop.isEnded })
+        else { return }
+        let directory = KnownDirectory(snapshot)
+        for step in pending.steps {
+            switch step {
+            case .event(let event): _ = directory.apply(event, at: wallNow)
+            case .renamed(let from, let to):
+                if directory.contains(from) {
+                    directory.renamed(from: from, to: to, at: wallNow)
+                } else if !directory.contains(to) {
+                    directory.putIn(to, nil, isDirectory: false, at: wallNow)
+                }
+            case .movedOut(let name): _ = directory.takeOut(name)
+            case .movedIn(let name, let isDirectory):
+                directory.putIn(name, nil, isDirectory: isDirectory, at: wallNow)
+            }
+        }
+        known[request.wd] = directory
+        if directory.lacksInodes { lacksInodes(request.wd, directory) }
+        if pending.overflowed { rescanPending = true }
     }
 
     func unsubscribe(_ subscription: Subscription) {
@@ -289,6 +366,7 @@ final class Router {
             // The kernel dropped the watch (directory gone, file system unmounted). A subscriber
             // still here did not see DELETE_SELF, so tell it now.
             known[event.wd] = nil
+            pendingListings[event.wd] = nil
             for watch in table.kernelDropped(event.wd) where !watch.subscriber.loop.isEnded {
                 collect(
                     DirectoryChange(kind: .rootRemoved, path: watch.directory, isDirectory: true), for: watch.subscriber
@@ -298,6 +376,9 @@ final class Router {
         }
         if !listingEchoes.isEmpty, isListingEcho(event) { return }
         // What a rescan reported already is not reported again when the kernel's event follows.
+        if !pendingListings.isEmpty && !event.name.isEmpty && pendingListings[event.wd] != nil {
+            pendingListings[event.wd]?.steps.append(.event(event))
+        }
         if !event.name.isEmpty, let directory = known[event.wd] {
             guard directory.apply(event, at: wallNow) else { return }
             if directory.lacksInodes && !directory.isDueForLearning { lacksInodes(event.wd, directory) }
@@ -317,6 +398,14 @@ final class Router {
         } else {
             let moved = known[from.wd]?.takeOut(from.name) ?? nil
             known[to.wd]?.putIn(to.name, moved, isDirectory: to.has(InotifyMask.isDirectory), at: wallNow)
+        }
+        if !pendingListings.isEmpty {
+            if from.wd == to.wd {
+                pendingListings[from.wd]?.steps.append(.renamed(from: from.name, to: to.name))
+            } else {
+                pendingListings[from.wd]?.steps.append(.movedOut(from.name))
+                pendingListings[to.wd]?.steps.append(.movedIn(to.name, isDirectory: to.has(InotifyMask.isDirectory)))
+            }
         }
         if let directory = known[to.wd], directory.lacksInodes && !directory.isDueForLearning {
             lacksInodes(to.wd, directory)
@@ -367,6 +456,7 @@ final class Router {
             // stays has no use for it).
             if !table.watches(wd).contains(where: { $0.subscriber.keepsSnapshot }) {
                 known[wd] = nil
+                pendingListings[wd] = nil
                 lackingInodes.remove(wd)
             }
         }
@@ -378,6 +468,7 @@ final class Router {
             collect(DirectoryChange(kind: .overflow, path: subscription.root, isDirectory: true), for: subscription)
         }
         rescanPending = true
+        for wd in pendingListings.keys { pendingListings[wd]?.overflowed = true }
         barriersAfterRescan += barrier.overflowed()
     }
 
