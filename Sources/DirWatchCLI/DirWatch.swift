@@ -48,8 +48,11 @@ public enum DirWatch {
         }
 
         signal(SIGPIPE, SIG_IGN)  // a closed stdout shows up as EPIPE, handled where we write
-        // Dispatch reads SIGINT and SIGTERM through a signalfd, which sees a signal only while
-        // every thread blocks it; blocked here, before any thread starts, every thread inherits it.
+        // The main thread takes SIGINT and SIGTERM with sigwait, which sees a signal only while
+        // every thread blocks it: blocked here, before any thread starts, every thread inherits
+        // the mask. (Not Dispatch's signal sources: after dispatchMain() the main thread waits in
+        // sigsuspend with every signal unblocked, and a SIGTERM it took there was now and then
+        // lost, leaving dirwatch running.)
         var interrupts = sigset_t()
         sigemptyset(&interrupts)
         sigaddset(&interrupts, SIGINT)
@@ -57,7 +60,10 @@ public enum DirWatch {
         pthread_sigmask(SIG_BLOCK, &interrupts, nil)
         let session = Session(options: options)
         session.start()
-        dispatchMain()
+        while true {
+            var received: Int32 = 0
+            if sigwait(&interrupts, &received) == 0 { session.interrupted() }
+        }
     }
 
     static func fail(_ message: String, status: Int32) -> Never {
@@ -86,7 +92,6 @@ private final class Session: DirectoryWatcherDelegate, @unchecked Sendable {
     private let color: Bool
     private var runner: CommandRunner?
     private var watchers: [DirectoryWatcher] = []
-    private var signalSources: [any DispatchSourceSignal] = []
     /// Guards the state and every write, so a batch is never cut by an exit.
     private let state = Mutex(State())
 
@@ -103,13 +108,6 @@ private final class Session: DirectoryWatcherDelegate, @unchecked Sendable {
             runner = CommandRunner(argv: argv, restart: options.restart) { status in
                 if once { exit(status) }
             }
-        }
-        for signalNumber in [SIGINT, SIGTERM] {
-            signal(signalNumber, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .main)
-            source.setEventHandler { [self] in stop(status: DirWatch.ExitCode.success) }
-            source.resume()
-            signalSources.append(source)
         }
         let watchOptions = DirectoryWatcher.Options(delivery: .eventLoopThread)
         var seen = Set<FileSystemPath>()
@@ -135,7 +133,12 @@ private final class Session: DirectoryWatcherDelegate, @unchecked Sendable {
         writeError("Watches established.\n")
     }
 
-    /// SIGINT, SIGTERM: lets the batch being written finish, stops a running command, exits.
+    /// SIGINT, SIGTERM, taken by the main thread: lets the batch being written finish, stops a
+    /// running command, exits with status 0.
+    func interrupted() -> Never {
+        stop(status: DirWatch.ExitCode.success)
+    }
+
     private func stop(status: Int32) -> Never {
         state.withLock { $0.stopping = true }
         finish(status: status)

@@ -137,6 +137,19 @@ final class EndToEndTests: XCTestCase {
         XCTAssertEqual(try run.waitForExit(), 0, "SIGTERM ends dirwatch cleanly")
     }
 
+    func testEverySIGTERMAndSIGINTEndsDirwatch() throws {
+        // Twenty starts, each ended by a signal once it has reported a change: a signal that is
+        // lost leaves dirwatch running (it did, now and then, with Dispatch's signal sources).
+        for round in 0..<20 {
+            let run = try Run(Self.binary, ["--json", directory.path])
+            try run.waitUntilEstablished()
+            touch(path("round-\(round)"))
+            XCTAssertEqual(try run.nextJSON()["path"] as? String, path("round-\(round)"))
+            if round.isMultiple(of: 2) { run.terminate() } else { run.interrupt() }
+            XCTAssertEqual(try run.waitForExit(), 0, "round \(round)")
+        }
+    }
+
     func testTextOutputAndExclude() throws {
         let run = try Run(Self.binary, ["--exclude", "*.swp", directory.path])
         try run.waitUntilEstablished()
@@ -327,9 +340,17 @@ private final class Run: @unchecked Sendable {
     func resume() { kill(process.processIdentifier, SIGCONT) }
     func terminate() { kill(process.processIdentifier, SIGTERM) }
 
+    /// Its exit status. A dirwatch that has not closed its output 20 s on is killed, and the test
+    /// fails rather than hangs.
     func waitForExit() throws -> Int32 {
+        do {
+            try wait(for: "stdout to close") { stdoutClosed }
+        } catch {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            throw error
+        }
         process.waitUntilExit()
-        try wait(for: "stdout to close") { stdoutClosed }
         return process.terminationStatus
     }
 

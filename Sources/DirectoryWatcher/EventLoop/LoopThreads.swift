@@ -32,7 +32,8 @@ final class LoopThreads: @unchecked Sendable {
     /// Threads detach themselves as they finish (the loop was stopped from one of them, or has
     /// been joined already).
     private var detachesOnFinish = false
-    private var joined = false
+    /// Opens once ``joinAll()`` has joined every finished thread.
+    private let joined = Latch()
     /// Read by the leader before each callback that may block: a standby is awake, nothing to do.
     private let standbyAwake = Atomic<Bool>(false)
 
@@ -209,16 +210,11 @@ final class LoopThreads: @unchecked Sendable {
             let result = pthread_join(handle, nil)
             precondition(result == 0, "joining a loop thread failed with error \(result)")
         }
-        lock.withLock {
-            joined = true
-            lock.broadcast()
-        }
+        joined.open()
     }
 
     /// Returns once ``joinAll()`` has returned.
     func waitUntilJoined() {
-        lock.withLock {
-            while !joined { lock.wait() }
-        }
+        joined.wait()
     }
 }

@@ -50,13 +50,12 @@ enum SharedEventLoop {
     }
 }
 
-/// A watcher's hold on its loop, released once. (`done` is guarded by `lock`.)
-final class LoopLease: @unchecked Sendable {
+/// A watcher's hold on its loop, released once.
+final class LoopLease: Sendable {
     let loop: EventLoop
     private let isShared: Bool
     private let released = Atomic<Bool>(false)
-    private let lock = Lock()
-    private var done = false
+    private let done = Latch()
 
     init(shared loop: EventLoop) {
         self.loop = loop
@@ -72,17 +71,12 @@ final class LoopLease: @unchecked Sendable {
     func release() {
         guard !released.exchange(true, ordering: .acquiringAndReleasing) else { return }
         if isShared { SharedEventLoop.release() }
-        lock.withLock {
-            done = true
-            lock.broadcast()
-        }
+        done.open()
     }
 
     /// Returns once ``release()`` has returned on the thread that released. Never call it on one
     /// of the loop's threads: the release may be joining it.
     func waitUntilReleased() {
-        lock.withLock {
-            while !done { lock.wait() }
-        }
+        done.wait()
     }
 }

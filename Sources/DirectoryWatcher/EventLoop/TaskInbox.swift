@@ -22,8 +22,8 @@ final class TaskInbox: @unchecked Sendable {
     private let lock = Lock()
     private var tasks: [Task] = []
     private var life = Life.open
-    /// The leader has closed everything.
-    private var exited = false
+    /// Opens once the leader has closed everything.
+    private let exited = Latch()
 
     init(wakeFD: Int32, system: System) {
         self.wakeFD = wakeFD
@@ -80,24 +80,17 @@ final class TaskInbox: @unchecked Sendable {
 
     /// Leader, once the descriptors are closed.
     func markExited() {
-        lock.withLock {
-            exited = true
-            lock.broadcast()
-        }
+        exited.open()
     }
 
     func waitUntilExited() {
-        lock.withLock {
-            while !exited { lock.wait() }
-        }
+        exited.wait()
     }
 
     /// A loop that failed to start.
     func closeUnstarted() {
-        lock.withLock {
-            life = .closed
-            exited = true
-        }
+        lock.withLock { life = .closed }
+        exited.open()
     }
 }
 

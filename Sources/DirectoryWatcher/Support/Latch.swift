@@ -1,0 +1,20 @@
+/// A one-shot gate: once ``open()`` has been called, every ``wait()`` returns, at once or as
+/// soon as it opens. For "returns once X has happened" on a thread that may block.
+final class Latch: @unchecked Sendable {
+    private let lock = Lock()
+    /// Under `lock`.
+    private var isOpen = false
+
+    func open() {
+        lock.withLock {
+            isOpen = true
+            lock.broadcast()
+        }
+    }
+
+    func wait() {
+        lock.withLock {
+            while !isOpen { lock.wait() }
+        }
+    }
+}
