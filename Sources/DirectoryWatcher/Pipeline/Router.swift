@@ -472,12 +472,14 @@ final class Router {
         barriersAfterRescan += barrier.overflowed()
     }
 
-    /// Lists every known directory again and reports what changed since the watchers were last
-    /// told, each change marked as found by the rescan, to the watchers that keep snapshots (the
-    /// others asked for the notice alone). A directory that can no longer be listed is reported:
-    /// as removed when its path names nothing (its own events were among those lost), else with
-    /// a second notice that carries the error.
-    /// (A watcher watches one directory today; a catch-up ends with its directory's rescan.)
+    /// Lists the given kept directories again (every one after a kernel overflow; a catching-up
+    /// watcher's own otherwise) and reports what changed since the watchers were last told, each
+    /// change marked as found by the rescan, to the watchers that keep snapshots (the others
+    /// asked for the notice alone); a catching-up watcher is told from what it knew when its
+    /// backlog overflowed. A directory that can no longer be listed is reported: as removed when
+    /// its path names nothing (its own events were among those lost), else with a second notice
+    /// that carries the error. (A watcher watches one directory today, so its catch-up ends with
+    /// that directory's rescan.)
     private func rescan(_ descriptors: [Int32], afterKernelOverflow: Bool) {
         for wd in descriptors {
             let watches = table.watches(wd).filter { !$0.subscriber.loop.isEnded && $0.subscriber.keepsSnapshot }
