@@ -39,36 +39,18 @@ final class KnownDirectory {
         var isFollowedByInode: Bool { inode != 0 && bornBy != .unvouched }
     }
 
-    /// An entry name as a key: hashed in one pass over its bytes, and looked up with a slice of
-    /// the read's buffer (no copy per event); a name stored is a copy of its own, so no key keeps
-    /// a whole read alive.
-    struct Name: Hashable {
-        let bytes: ArraySlice<UInt8>
-
-        init(looking bytes: ArraySlice<UInt8>) { self.bytes = bytes }
-        init(keeping bytes: ArraySlice<UInt8>) { self.bytes = Array(bytes)[...] }
-        init(_ bytes: [UInt8]) { self.bytes = bytes[...] }
-
-        static func == (a: Name, b: Name) -> Bool { a.bytes.elementsEqual(b.bytes) }
-
-        func hash(into hasher: inout Hasher) {
-            bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
-        }
-    }
-
     // The loop's leader alone touches a kept directory (the router checks it is on that thread),
     // so the runtime's exclusivity checks on every event would only cost time (about 80
     // instructions an access, three accesses per created entry).
-    @exclusivity(unchecked) private(set) var entries: [Name: Known]
+    @exclusivity(unchecked) private(set) var entries: NameTable<Known>
 
     init(_ snapshot: Snapshot) {
         entries = Self.entries(of: snapshot)
     }
 
-    private static func entries(of snapshot: Snapshot) -> [Name: Known] {
-        var entries: [Name: Known] = [:]
-        entries.reserveCapacity(snapshot.entries.count)
-        for (name, entry) in snapshot.entries { entries[Name(name)] = .entry(entry) }
+    private static func entries(of snapshot: Snapshot) -> NameTable<Known> {
+        var entries = NameTable<Known>(minimumCapacity: snapshot.entries.count)
+        for (name, entry) in snapshot.entries { entries.updateValue(.entry(entry), forName: name[...]) }
         return entries
     }
 
@@ -87,30 +69,28 @@ final class KnownDirectory {
         if event.has(InotifyMask.create) {
             // A name cannot be created while it exists: the rescan reported this one already.
             // (One hash for the common case; a repeat puts back what it replaced.)
-            let key = Name(keeping: event.name)
             let created = Known.unsure(Unsure(isDirectory: isDirectory, since: now, createdOnly: true))
-            guard let known = entries.updateValue(created, forKey: key) else {
+            guard let known = entries.updateValue(created, forName: event.name) else {
                 lacksInodes = true
                 return true
             }
-            entries[key] = known
+            entries.updateValue(known, forName: event.name)
             return false
         }
         if event.has(InotifyMask.movedTo) {
             // A rename may replace an entry: always news.
-            entries[Name(keeping: event.name)] = .unsure(
-                Unsure(isDirectory: isDirectory, since: now, createdOnly: false))
+            entries.updateValue(
+                .unsure(Unsure(isDirectory: isDirectory, since: now, createdOnly: false)), forName: event.name)
             lacksInodes = true
             return true
         }
-        let name = Name(looking: event.name)
         if event.has(InotifyMask.delete | InotifyMask.movedFrom) {
-            return entries.removeValue(forKey: name) != nil
+            return entries.removeValue(forName: event.name) != nil
         }
         if event.has(InotifyMask.modify | InotifyMask.attributes | InotifyMask.closeWrite),
-            let index = entries.index(forKey: name)
+            let record = entries.record(forName: event.name)
         {
-            entries.values[index] = .unsure(Self.unsure(entries.values[index], since: now))
+            entries[record: record] = .unsure(Self.unsure(entries[record: record], since: now))
         }
         return true
     }
@@ -131,26 +111,27 @@ final class KnownDirectory {
 
     /// A rename within the directory: the entry keeps what is known of it under its new name.
     func renamed(from: ArraySlice<UInt8>, to: ArraySlice<UInt8>, at now: Snapshot.Time) {
-        let known = entries.removeValue(forKey: Name(looking: from))
+        let known = entries.removeValue(forName: from)
         putIn(to, known, isDirectory: false, at: now)
     }
 
     /// Whether an entry of that name is known.
     func contains(_ name: ArraySlice<UInt8>) -> Bool {
-        entries[Name(looking: name)] != nil
+        entries.record(forName: name) != nil
     }
 
     /// Takes out an entry that moved to another watched directory.
     func takeOut(_ name: ArraySlice<UInt8>) -> Known? {
-        entries.removeValue(forKey: Name(looking: name))
+        entries.removeValue(forName: name)
     }
 
     /// Puts in an entry that moved here from another watched directory.
     func putIn(_ name: ArraySlice<UInt8>, _ known: Known?, isDirectory: Bool, at now: Snapshot.Time) {
         if let known {
-            entries[Name(keeping: name)] = known
+            entries.updateValue(known, forName: name)
         } else {
-            entries[Name(keeping: name)] = .unsure(Unsure(isDirectory: isDirectory, since: now, createdOnly: false))
+            entries.updateValue(
+                .unsure(Unsure(isDirectory: isDirectory, since: now, createdOnly: false)), forName: name)
             lacksInodes = true
         }
     }
@@ -175,8 +156,8 @@ final class KnownDirectory {
         var stillLacking = false
         defer { lacksInodes = stillLacking }
         try list { name, inode in
-            guard let index = entries.index(forKey: Name(looking: name)),
-                case .unsure(var unsure) = entries.values[index],
+            guard let record = entries.record(forName: name),
+                case .unsure(var unsure) = entries[record: record],
                 unsure.inode == 0 || unsure.bornBy == .unvouched
             else { return }
             unsure.inode = inode
@@ -186,7 +167,7 @@ final class KnownDirectory {
             } else {
                 unsure.bornBy = bornBy
             }
-            entries.values[index] = .unsure(unsure)
+            entries[record: record] = .unsure(unsure)
         }
     }
 
@@ -195,10 +176,7 @@ final class KnownDirectory {
     /// by name only is taken to be the same file if the name is still there, and removed if not.
     /// Either is reported modified when it was written after what the watchers were told of it.
     func differences(to current: Snapshot) -> [Snapshot.Difference] {
-        var known: [[UInt8]: Known] = [:]
-        known.reserveCapacity(entries.count)
-        for (key, value) in entries { known[Array(key.bytes)] = value }
-        return Snapshot.differences(from: known, to: current)
+        Snapshot.differences(from: entries.dictionary(), to: current)
     }
 
     /// After a rescan: what is known is what was listed.

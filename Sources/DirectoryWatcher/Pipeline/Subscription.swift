@@ -68,7 +68,7 @@ final class Subscription: @unchecked Sendable {
         /// The changes of the overflowing batch that did not fit, in order.
         var remainder: [DirectoryChange]
         /// What the watcher's directories were known to be when they were dropped, by descriptor.
-        var baseline: [Int32: [KnownDirectory.Name: KnownDirectory.Known]]
+        var baseline: [Int32: NameTable<KnownDirectory.Known>]
         /// The backlog has been delivered: the catch-up is due once the kernel queue is drained.
         var isDue = false
     }

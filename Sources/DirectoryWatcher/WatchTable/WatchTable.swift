@@ -37,7 +37,7 @@ struct WatchTable<Subscriber: AnyObject> {
         var kernelMask: UInt32
     }
 
-    private var entries: [Descriptor: Entry] = [:]
+    private var entries = ByDescriptor<Entry>()
     let inotifyFD: Int32
     let system: System
 
@@ -56,69 +56,51 @@ struct WatchTable<Subscriber: AnyObject> {
     ) throws(SyscallError) -> Int32 {
         let wd = try system.inotifyAddWatch(inotifyFD, path: directory, mask: mask | flags | InotifyMask.maskAdd)
         let watch = Watch(subscriber: subscriber, directory: directory, mask: mask, entry: only)
-        if var entry = entries[Descriptor(wd)] {
+        if var entry = entries[wd] {
             entry.kernelMask |= mask
             if let index = entry.watches.firstIndex(where: { $0.subscriber === subscriber }) {
                 entry.watches[index].mask |= mask
             } else {
                 entry.watches.append(watch)
             }
-            entries[Descriptor(wd)] = entry
+            entries[wd] = entry
         } else {
-            entries[Descriptor(wd)] = Entry(watches: [watch], kernelMask: mask)
+            entries[wd] = Entry(watches: [watch], kernelMask: mask)
         }
         return wd
     }
 
     /// Removes `subscriber` from `wd`; removes the kernel watch when no subscriber is left.
     mutating func remove(_ subscriber: Subscriber, from wd: Int32) {
-        guard var entry = entries[Descriptor(wd)] else { return }
+        guard var entry = entries[wd] else { return }
         entry.watches.removeAll { $0.subscriber === subscriber }
         if entry.watches.isEmpty {
-            entries[Descriptor(wd)] = nil
+            entries[wd] = nil
             // EINVAL here means the kernel dropped the watch already (the directory is gone and its
             // IN_IGNORED is still queued): nothing is left to remove.
             try? system.inotifyRemoveWatch(inotifyFD, wd)
         } else {
-            entries[Descriptor(wd)] = entry
+            entries[wd] = entry
         }
     }
 
     /// The kernel dropped `wd` (`IN_IGNORED`): forgets it and returns the watches it served.
     mutating func kernelDropped(_ wd: Int32) -> [Watch] {
-        entries.removeValue(forKey: Descriptor(wd))?.watches ?? []
+        entries.removeValue(forKey: wd)?.watches ?? []
     }
 
     /// The watches `wd` serves; empty for a descriptor that is gone (events still queued for a
     /// watch removed a moment ago, or the overflow event's -1).
     func watches(_ wd: Int32) -> [Watch] {
-        entries[Descriptor(wd)]?.watches ?? []
+        entries[wd]?.watches ?? []
     }
 
     /// The mask the kernel watch `wd` was asked for: the union of its subscribers' masks.
     func kernelMask(_ wd: Int32) -> UInt32? {
-        entries[Descriptor(wd)]?.kernelMask
+        entries[wd]?.kernelMask
     }
 
     var count: Int { entries.count }
-
-    /// A watch descriptor as the table's key, hashed to itself. The table is looked up for every
-    /// event, and Swift's default hashing (seeded SipHash) of an `Int32` costs about 90
-    /// instructions per lookup. Identity suits these keys: the kernel hands descriptors out as
-    /// small increasing numbers, which spread over the buckets without collisions, and nobody
-    /// outside can choose them to make them collide.
-    private struct Descriptor: Hashable {
-        let wd: Int32
-
-        init(_ wd: Int32) { self.wd = wd }
-
-        func hash(into hasher: inout Hasher) { hasher.combine(wd) }
-
-        /// What `Dictionary` calls instead of ``hash(into:)`` when a type provides it (the
-        /// standard library's customization point for a cheaper hash); the seed only varies
-        /// iteration order between dictionaries, which nothing here relies on.
-        func _rawHashValue(seed: Int) -> Int { Int(wd) }
-    }
 }
 
 /// The one entry a file watch follows in its directory.

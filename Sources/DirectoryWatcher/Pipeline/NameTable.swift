@@ -1,0 +1,215 @@
+/// A table from entry names to values, built for a kept directory (``KnownDirectory``), which
+/// inserts or looks up a name for every event.
+///
+/// Why not `[[UInt8]: Value]`: that costs a heap array per name (an allocation at each create, a
+/// release at each remove and at teardown), SipHash over the name at every lookup, and, when the
+/// table grows, every name's storage read again to rehash it beside a move of every value. Here:
+///
+/// - the names live end to end in one byte array (the arena), so a name stored costs no
+///   allocation of its own; the bytes of removed names are reclaimed by compacting the arena once
+///   they are more than half of it;
+/// - the values live in one array of records, in insertion order, with the name's place in the
+///   arena and its hash (``NameHash``), and a removal moves the last record into the hole;
+/// - the index is open addressing with linear probing over 8-byte slots, each the record's number
+///   and the upper half of its hash: a probe rejects another name without reading the records,
+///   and growing the index rehashes nothing and moves no value.
+///
+/// Lookups take the name as a slice of the read's buffer: nothing is copied to look up.
+struct NameTable<Value> {
+    private struct Record {
+        var start: UInt32
+        var length: UInt32
+        var hash: UInt64
+        var value: Value
+    }
+
+    private var records: [Record] = []
+    private var names: [UInt8] = []
+    /// Bytes of `names` that no record uses any more.
+    private var garbage = 0
+    /// 0: empty; else `(upper half of the hash) << 32 | (record number + 1)`. A power of two long,
+    /// at most half full.
+    private var slots: [UInt64] = Array(repeating: 0, count: 8)
+
+    init() {}
+
+    init(minimumCapacity: Int) {
+        reserveCapacity(minimumCapacity)
+    }
+
+    var count: Int { records.count }
+    var isEmpty: Bool { records.isEmpty }
+
+    mutating func reserveCapacity(_ capacity: Int) {
+        records.reserveCapacity(capacity)
+        var size = slots.count
+        while size < capacity * 2 { size *= 2 }
+        if size > slots.count { rebuildIndex(size: size) }
+    }
+
+    // MARK: - Looking up
+
+    subscript(name: ArraySlice<UInt8>) -> Value? {
+        get {
+            let hash = NameHash.of(name)
+            return find(name, hash: hash).record.map { records[$0].value }
+        }
+        set {
+            if let newValue { updateValue(newValue, forName: name) } else { removeValue(forName: name) }
+        }
+    }
+
+    /// The number of the record for `name`, valid until the next insertion or removal; see
+    /// ``subscript(record:)``.
+    func record(forName name: ArraySlice<UInt8>) -> Int? {
+        find(name, hash: NameHash.of(name)).record
+    }
+
+    /// The value of a record found with ``record(forName:)``.
+    subscript(record number: Int) -> Value {
+        get { records[number].value }
+        _modify { yield &records[number].value }
+    }
+
+    /// Sets the value for `name`, returning the value it replaced, if any.
+    @discardableResult
+    mutating func updateValue(_ value: Value, forName name: ArraySlice<UInt8>) -> Value? {
+        let hash = NameHash.of(name)
+        let found = find(name, hash: hash)
+        if let number = found.record {
+            let old = records[number].value
+            records[number].value = value
+            return old
+        }
+        guard records.count + 1 <= slots.count / 2 else {
+            rebuildIndex(size: slots.count * 2)
+            return updateValue(value, forName: name)
+        }
+        let start = names.count
+        names.append(contentsOf: name)
+        precondition(names.count <= UInt32.max, "NameTable: more than 4 GiB of names")
+        records.append(Record(start: UInt32(start), length: UInt32(name.count), hash: hash, value: value))
+        slots[found.slot] = Self.slot(hash: hash, record: records.count - 1)
+        return nil
+    }
+
+    /// Removes `name`, returning its value, if it was there.
+    @discardableResult
+    mutating func removeValue(forName name: ArraySlice<UInt8>) -> Value? {
+        let found = find(name, hash: NameHash.of(name))
+        guard let number = found.record else { return nil }
+        removeSlot(at: found.slot)
+        let removed = records[number]
+        let last = records.count - 1
+        if number != last {
+            // The last record moves into the hole: its slot is rewritten to its new number.
+            let moved = records[last]
+            var slot = home(of: moved.hash)
+            while Int(truncatingIfNeeded: slots[slot] & 0xFFFF_FFFF) != last + 1 { slot = (slot + 1) & mask }
+            slots[slot] = Self.slot(hash: moved.hash, record: number)
+            records[number] = moved
+        }
+        records.removeLast()
+        garbage += Int(removed.length)
+        if garbage > 4096 && garbage * 2 > names.count { compactNames() }
+        return removed.value
+    }
+
+    mutating func removeAll() {
+        records.removeAll()
+        names.removeAll()
+        garbage = 0
+        slots = Array(repeating: 0, count: 8)
+    }
+
+    // MARK: - Visiting
+
+    /// Calls `body` with each name and its value, in no particular order.
+    func forEach(_ body: (ArraySlice<UInt8>, Value) throws -> Void) rethrows {
+        for record in records {
+            let start = Int(record.start)
+            try body(names[start..<start + Int(record.length)], record.value)
+        }
+    }
+
+    /// The table as a dictionary with names of their own (for a rescan's diff, which is rare).
+    func dictionary() -> [[UInt8]: Value] {
+        var result: [[UInt8]: Value] = [:]
+        result.reserveCapacity(records.count)
+        forEach { name, value in result[Array(name)] = value }
+        return result
+    }
+
+    // MARK: - The index
+
+    private var mask: Int { slots.count - 1 }
+
+    private func home(of hash: UInt64) -> Int {
+        Int(truncatingIfNeeded: hash >> 32) & mask
+    }
+
+    private static func slot(hash: UInt64, record: Int) -> UInt64 {
+        (hash & 0xFFFF_FFFF_0000_0000) | UInt64(record + 1)
+    }
+
+    /// Where `name` is: its slot and record, or the empty slot where it would go.
+    private func find(_ name: ArraySlice<UInt8>, hash: UInt64) -> (slot: Int, record: Int?) {
+        let upper = hash & 0xFFFF_FFFF_0000_0000
+        var slot = home(of: hash)
+        while true {
+            let content = slots[slot]
+            if content == 0 { return (slot, nil) }
+            if content & 0xFFFF_FFFF_0000_0000 == upper {
+                let number = Int(truncatingIfNeeded: content & 0xFFFF_FFFF) - 1
+                if records[number].hash == hash && hasName(number, name) { return (slot, number) }
+            }
+            slot = (slot + 1) & mask
+        }
+    }
+
+    private func hasName(_ number: Int, _ name: ArraySlice<UInt8>) -> Bool {
+        let record = records[number]
+        guard Int(record.length) == name.count else { return false }
+        let start = Int(record.start)
+        return names[start..<start + name.count].elementsEqual(name)
+    }
+
+    /// Empties a slot without leaving a tombstone: each later slot of the same run that may sit
+    /// in the hole (its home is not between the hole and itself) moves back into it.
+    private mutating func removeSlot(at removed: Int) {
+        var hole = removed
+        var next = (hole + 1) & mask
+        while slots[next] != 0 {
+            let home = Int(truncatingIfNeeded: slots[next] >> 32) & mask
+            if (next - home) & mask >= (next - hole) & mask {
+                slots[hole] = slots[next]
+                hole = next
+            }
+            next = (next + 1) & mask
+        }
+        slots[hole] = 0
+    }
+
+    private mutating func rebuildIndex(size: Int) {
+        var fresh = [UInt64](repeating: 0, count: size)
+        let mask = size - 1
+        for (number, record) in records.enumerated() {
+            var slot = Int(truncatingIfNeeded: record.hash >> 32) & mask
+            while fresh[slot] != 0 { slot = (slot + 1) & mask }
+            fresh[slot] = Self.slot(hash: record.hash, record: number)
+        }
+        slots = fresh
+    }
+
+    private mutating func compactNames() {
+        var compacted: [UInt8] = []
+        compacted.reserveCapacity(names.count - garbage)
+        for number in records.indices {
+            let start = Int(records[number].start)
+            records[number].start = UInt32(compacted.count)
+            compacted.append(contentsOf: names[start..<start + Int(records[number].length)])
+        }
+        names = compacted
+        garbage = 0
+    }
+}

@@ -1,0 +1,107 @@
+import XCTest
+
+@testable import DirectoryWatcher
+
+/// The table a kept directory keeps its entries in, checked against a `Dictionary` doing the same
+/// operations: its index, its removals without tombstones and its arena of names are its own
+/// code, so they are tried where they break (runs of neighbouring slots, the last record moved
+/// into a hole, the arena compacted, the index grown).
+final class NameTableTests: XCTestCase {
+    private func bytes(_ name: String) -> ArraySlice<UInt8> { Array(name.utf8)[...] }
+
+    /// Checks every name the model holds, and the whole content both ways.
+    private func assertSame(
+        _ table: NameTable<Int>, _ model: [[UInt8]: Int], file: StaticString = #filePath, line: UInt = #line
+    ) {
+        XCTAssertEqual(table.count, model.count, "count", file: file, line: line)
+        for (name, value) in model {
+            XCTAssertEqual(table[name[...]], value, "\(name)", file: file, line: line)
+        }
+        XCTAssertEqual(table.dictionary(), model, file: file, line: line)
+    }
+
+    func testRandomOperationsMatchADictionary() {
+        for seed: UInt64 in [1, 2, 3, 42, 2026] {
+            var random = SplitMix64(seed: seed)
+            var table = NameTable<Int>()
+            var model: [[UInt8]: Int] = [:]
+            // Few enough names that they come back after their removal, many enough for the
+            // table to grow, compact and wrap around its index.
+            let names = (0..<3000).map { index -> [UInt8] in
+                let length = Int.random(in: 1...40, using: &random)
+                return (0..<length).map { _ in UInt8.random(in: 0...255, using: &random) } + Array("\(index)".utf8)
+            }
+            for step in 0..<40_000 {
+                let name = names[Int.random(in: 0..<names.count, using: &random)]
+                // Looked up through a slice that does not start at index 0, as a read's buffer is.
+                let buffer = [0xFF, 0x00] + name + [0x2F]
+                let slice = buffer[2..<(2 + name.count)]
+                switch Int.random(in: 0..<10, using: &random) {
+                case 0..<5:
+                    XCTAssertEqual(table.updateValue(step, forName: slice), model.updateValue(step, forKey: name))
+                case 5..<8:
+                    XCTAssertEqual(table.removeValue(forName: slice), model.removeValue(forKey: name))
+                case 8:
+                    if let record = table.record(forName: slice) {
+                        table[record: record] += 1
+                        model[name]! += 1
+                    } else {
+                        XCTAssertNil(model[name])
+                    }
+                default:
+                    XCTAssertEqual(table[slice], model[name])
+                }
+                if step % 5000 == 0 { assertSame(table, model) }
+            }
+            assertSame(table, model)
+        }
+    }
+
+    func testGrowingToAHundredThousandAndEmptyingAgain() {
+        var table = NameTable<Int>()
+        let names = (0..<100_000).map { Array("f\($0)".utf8) }
+        for (index, name) in names.enumerated() { XCTAssertNil(table.updateValue(index, forName: name[...])) }
+        XCTAssertEqual(table.count, names.count)
+        for (index, name) in names.enumerated() where table[name[...]] != index {
+            XCTFail("\(name): \(String(describing: table[name[...]]))")
+        }
+        // Every other name removed, then the rest: the arena is compacted on the way.
+        for name in names.enumerated().filter({ $0.offset % 2 == 0 }).map(\.element) {
+            XCTAssertNotNil(table.removeValue(forName: name[...]))
+        }
+        XCTAssertEqual(table.count, names.count / 2)
+        for (index, name) in names.enumerated() {
+            XCTAssertEqual(table[name[...]], index % 2 == 0 ? nil : index)
+        }
+        for name in names { table[name[...]] = nil }
+        XCTAssertTrue(table.isEmpty)
+        XCTAssertNil(table[bytes("f1")])
+        table[bytes("again")] = 1
+        XCTAssertEqual(table.dictionary(), [Array("again".utf8): 1])
+    }
+
+    func testNamesThatDifferOnlyInLengthOrInOneByte() {
+        var table = NameTable<Int>()
+        let names: [[UInt8]] = [
+            [], [0], [0, 0], [1], Array("a".utf8), Array("a\u{0}".utf8), Array("ab".utf8), Array("ba".utf8),
+            Array("abcdefgh".utf8), Array("abcdefghi".utf8), Array("abcdefgi".utf8),
+            [UInt8](repeating: 0xFF, count: 255), [UInt8](repeating: 0xFF, count: 254),
+        ]
+        for (index, name) in names.enumerated() { table[name[...]] = index }
+        XCTAssertEqual(table.count, names.count)
+        for (index, name) in names.enumerated() { XCTAssertEqual(table[name[...]], index, "\(name)") }
+    }
+
+    /// A catching-up watcher keeps a copy of the table while the router goes on changing its own.
+    func testACopyIsNotChangedByTheOriginal() {
+        var table = NameTable<Int>()
+        for index in 0..<100 { table[bytes("f\(index)")] = index }
+        let copy = table
+        for index in 0..<50 { table[bytes("f\(index)")] = nil }
+        for index in 100..<300 { table[bytes("f\(index)")] = index }
+        if let record = table.record(forName: bytes("f99")) { table[record: record] = -1 }
+        XCTAssertEqual(copy.count, 100)
+        for index in 0..<100 { XCTAssertEqual(copy[bytes("f\(index)")], index) }
+        XCTAssertEqual(table[bytes("f99")], -1)
+    }
+}
