@@ -2,10 +2,10 @@
 /// may block.
 extension EventLoop {
     /// Runs the ready mailboxes in order until none is left or the kernel queue is due a read
-    /// (the rest run after it). False when this thread was deposed in a callback.
-    func deliverReady() -> Bool {
+    /// (the rest run after it), `started` being the wake-up's time. False when this thread was
+    /// deposed in a callback.
+    func deliverReady(started: UInt64) -> Bool {
         guard readyHead < ready.count else { return true }
-        let started = clock()
         while readyHead < ready.count {
             let mailbox = ready[readyHead]
             readyHead += 1

@@ -141,17 +141,21 @@ final class EventLoop: @unchecked Sendable {
             } catch {
                 preconditionFailure("epoll_wait failed: \(error)")
             }
+            // One clock reading per wake-up serves its reads, the router's deadlines and the
+            // delivery's time slice: each reading costs about as much as routing an event, and
+            // what happens in a wake-up is microseconds apart.
+            let now = clock()
             for index in 0..<count {
                 switch tokens[index] {
-                case Token.inotify: readEvents()
+                case Token.inotify: readEvents(now: now)
                 case Token.wake: for task in inbox.take() { task(self) }
                 default: break
                 }
             }
-            router.expire(now: clock())
+            router.expire(now: now)
             router.finishWakeUp(queueDrained: queueDrained)
             ready.append(contentsOf: router.takeReady())
-            guard deliverReady() else { return false }
+            guard deliverReady(started: now) else { return false }
         }
         tearDown()
         return true
@@ -164,7 +168,7 @@ final class EventLoop: @unchecked Sendable {
         return Int32(clamping: (deadline - now + 999_999) / 1_000_000)
     }
 
-    private func readEvents() {
+    private func readEvents(now: UInt64) {
         for _ in 0..<Self.readsPerWakeUp {
             let count: Int?
             do {
@@ -172,7 +176,7 @@ final class EventLoop: @unchecked Sendable {
             } catch {
                 // No read error is expected from inotify with this buffer size; report the
                 // changes as possibly lost rather than trusting a partial picture.
-                router.receive(Router.lossMarker, now: clock())
+                router.receive(Router.lossMarker, now: now)
                 return
             }
             guard let count, count > 0 else {
@@ -180,7 +184,6 @@ final class EventLoop: @unchecked Sendable {
                 return
             }
             let parsed = InotifyEventParser.parse(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
-            let now = clock()
             for event in parsed.events { router.receive(event, now: now) }
             if parsed.malformedTrailingBytes != 0 { router.receive(Router.lossMarker, now: now) }
             // The kernel fills a read with every queued event that fits: room left for the largest
