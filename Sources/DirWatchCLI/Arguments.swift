@@ -117,7 +117,9 @@ public let usage = """
                             one per line, in DIRWATCH_PATHS. Must come last.
           --restart         with --exec: stop a run still going (SIGTERM to its process group)
                             and start again, as entr -r does
-      -r, --recursive       watch subdirectories too (not available yet)
+      -r, --recursive       watch every directory below each PATH too, as they come and go
+                            (symbolic links are not followed; --exclude filters what is printed,
+                            excluded directories are still watched)
           --settle SECONDS  deliver a batch once the directory has been quiet that long
                             (not available yet)
       -h, --help            show this help

@@ -31,11 +31,6 @@ public enum DirWatch {
             exit(ExitCode.usage)
         }
         // Never silently: options that need library features still to come say so.
-        if options.recursive {
-            fail(
-                "--recursive is not available yet: the library does not watch subdirectories so far; "
-                    + "name each directory to watch", status: ExitCode.usage)
-        }
         if options.settle != nil {
             fail(
                 "--settle is not available yet: the library does not settle batches so far; "
@@ -88,7 +83,6 @@ private final class Session: DirectoryWatcherDelegate, @unchecked Sendable {
     }
 
     private let options: Options
-    private let exclude: ExcludeFilter
     private let color: Bool
     private var runner: CommandRunner?
     private var watchers: [DirectoryWatcher] = []
@@ -97,7 +91,6 @@ private final class Session: DirectoryWatcherDelegate, @unchecked Sendable {
 
     init(options: Options) {
         self.options = options
-        self.exclude = ExcludeFilter(options.excludes)
         let noColor = getenv("NO_COLOR").map { $0.pointee != 0 } ?? false
         self.color = !options.json && isatty(STDOUT_FILENO) == 1 && !noColor
     }
@@ -109,7 +102,9 @@ private final class Session: DirectoryWatcherDelegate, @unchecked Sendable {
                 if once { exit(status) }
             }
         }
-        let watchOptions = DirectoryWatcher.Options(delivery: .eventLoopThread)
+        // The library applies the excludes: in a tree, an excluded directory is never watched.
+        let watchOptions = DirectoryWatcher.Options(
+            delivery: .eventLoopThread, recursive: options.recursive, excludes: options.excludes)
         var seen = Set<FileSystemPath>()
         for path in options.paths {
             do {
@@ -152,12 +147,11 @@ private final class Session: DirectoryWatcherDelegate, @unchecked Sendable {
     func directoryDidChange(_ watcher: DirectoryWatcher) {}
 
     func directoryWatcher(_ watcher: DirectoryWatcher, didObserve changes: [DirectoryChange]) {
-        let kept = changes.filter { !exclude.excludes($0, under: watcher.path) }
         let gone = changes.filter { $0.kind == .rootRemoved || $0.kind == .rootMoved }.count
         var bytes: [UInt8] = []
         if runner == nil {
-            bytes.reserveCapacity(kept.count * 80)
-            for change in kept {
+            bytes.reserveCapacity(changes.count * 80)
+            for change in changes {
                 if options.json {
                     ChangeFormat.json(change, into: &bytes)
                 } else {
@@ -171,10 +165,10 @@ private final class Session: DirectoryWatcherDelegate, @unchecked Sendable {
             if !bytes.isEmpty && !writeAll(STDOUT_FILENO, bytes) { return DirWatch.ExitCode.success }
             state.rootsGone += gone
             if gone > 0, let roots = state.roots, state.rootsGone >= roots { return DirWatch.ExitCode.rootsGone }
-            if options.once && !kept.isEmpty && runner == nil { return DirWatch.ExitCode.success }
+            if options.once && !changes.isEmpty && runner == nil { return DirWatch.ExitCode.success }
             return nil
         }
-        if !kept.isEmpty { runner?.submit(kept) }
+        if !changes.isEmpty { runner?.submit(changes) }
         if let exitStatus { finish(status: exitStatus) }
     }
 }

@@ -162,6 +162,33 @@ final class EndToEndTests: XCTestCase {
         XCTAssertEqual(try run.waitForExit(), 0, "SIGINT ends dirwatch cleanly")
     }
 
+    func testRecursiveReportsWhatIsMadeInNewDirectories() throws {
+        XCTAssertEqual(mkdir(path("old"), 0o755), 0)
+        let run = try Run(Self.binary, ["-r", "--json", directory.path])
+        try run.waitUntilEstablished()
+        touch(path("old/f"))
+        XCTAssertEqual(try run.nextJSON(), ["kind": "created", "path": path("old/f"), "isDirectory": false])
+        XCTAssertEqual(mkdir(path("new"), 0o755), 0)
+        XCTAssertEqual(mkdir(path("new/deeper"), 0o755), 0)
+        touch(path("new/deeper/g"))
+        var created: Set<String> = []
+        for _ in 0..<3 {
+            let line = try run.nextJSON()
+            XCTAssertEqual(line["kind"] as? String, "created")
+            created.insert(try XCTUnwrap(line["path"] as? String))
+        }
+        XCTAssertEqual(created, [path("new"), path("new/deeper"), path("new/deeper/g")])
+        XCTAssertEqual(rename(path("new"), path("renamed")), 0)
+        XCTAssertEqual(
+            try run.nextJSON(),
+            ["kind": "renamed", "path": path("renamed"), "oldPath": path("new"), "isDirectory": true])
+        touch(path("renamed/deeper/h"))
+        XCTAssertEqual(
+            try run.nextJSON(), ["kind": "created", "path": path("renamed/deeper/h"), "isDirectory": false])
+        run.interrupt()
+        XCTAssertEqual(try run.waitForExit(), 0)
+    }
+
     func testOnceExitsAfterTheFirstBatch() throws {
         let run = try Run(Self.binary, ["--once", "--json", directory.path])
         try run.waitUntilEstablished()
@@ -216,7 +243,6 @@ final class EndToEndTests: XCTestCase {
             ([path("missing")], 1, "dirwatch: cannot watch \"\(path("missing"))\": no such file or directory"),
             ([file], 1, "dirwatch: cannot watch \"\(file)\": not a directory"),
             ([""], 2, "dirwatch: an empty path is not a directory; use . for the current one (see dirwatch --help)"),
-            (["--recursive", directory.path], 2, "dirwatch: --recursive is not available yet"),
             (
                 [directory.path, "--exec", "no-such-command-xyz"], 2,
                 "dirwatch: --exec: command not found: 'no-such-command-xyz'"

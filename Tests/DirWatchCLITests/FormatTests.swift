@@ -105,18 +105,4 @@ final class FormatTests: XCTestCase {
             XCTAssertEqual(String(decoding: ours, as: UTF8.self), Data(bytes).base64EncodedString())
         }
     }
-
-    func testExcludeMatchesNameOrRelativePath() {
-        let filter = ExcludeFilter(["*.tmp", ".git", "build/*"])
-        let root: FileSystemPath = "/w"
-        XCTAssertTrue(filter.excludes("/w/a.tmp", under: root))
-        XCTAssertTrue(filter.excludes("/w/.git", under: root))
-        XCTAssertTrue(filter.excludes("/w/build/out.o", under: root))
-        XCTAssertFalse(filter.excludes("/w/a.txt", under: root))
-        XCTAssertFalse(filter.excludes("/w/builder", under: root))
-        let rename = DirectoryChange(kind: .renamed, path: "/w/doc.txt", oldPath: "/w/doc.tmp", isDirectory: false)
-        XCTAssertFalse(filter.excludes(rename, under: root), "a save through a temporary file still shows")
-        let overflow = DirectoryChange(kind: .overflow, path: "/w", isDirectory: true)
-        XCTAssertFalse(ExcludeFilter(["*"]).excludes(overflow, under: root), "never hide lost changes")
-    }
 }

@@ -198,6 +198,23 @@ enum ProcessResources {
         }
     }
 
+    /// The inodes that inotify instances of this process watch, from their fdinfo.
+    static func watchedInodes() -> [UInt64] {
+        inotifyInstances().flatMap { fd in
+            let info = (try? String(contentsOfFile: "/proc/self/fdinfo/\(fd)", encoding: .utf8)) ?? ""
+            return info.split(separator: "\n").filter { $0.hasPrefix("inotify wd:") }.compactMap { line in
+                line.split(separator: " ").first { $0.hasPrefix("ino:") }.flatMap { UInt64($0.dropFirst(4), radix: 16) }
+            }
+        }
+    }
+
+    /// Whether a kernel watch of this process is on the directory at `path`.
+    static func isWatched(_ path: String) -> Bool {
+        var status = stat()
+        guard stat(path, &status) == 0 else { return false }
+        return watchedInodes().contains(UInt64(status.st_ino))
+    }
+
     /// Kernel watches of all inotify instances of this process, from their fdinfo.
     static func kernelWatches() -> Int {
         inotifyInstances().reduce(0) { total, fd in

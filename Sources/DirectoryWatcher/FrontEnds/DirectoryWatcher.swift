@@ -235,7 +235,8 @@ public final class DirectoryWatcher: @unchecked Sendable {
         }
         let subscription = Subscription(
             root: root, mask: options.events.inotifyMask, entry: entry, target: target,
-            keepsSnapshot: options.recovery == .exact)
+            keepsSnapshot: options.recovery == .exact, recursive: options.recursive && !watchesFile,
+            exclusions: Exclusions(options.excludes), followsLinks: options.followsSymbolicLinks)
         let watcher = DirectoryWatcher(path: absolute, options: options, subscription: subscription, lease: lease)
         watcher.delegate = delegate
         // The closure forms have no owner to keep their delegate alive: the watcher does.
@@ -259,6 +260,19 @@ public final class DirectoryWatcher: @unchecked Sendable {
             // down by it refuses the task.
             preconditionFailure("a watcher was made on an event loop that had been shut down")
         }
+    }
+
+    /// The directories this watcher watches now: its own, and for a recursive watcher
+    /// (``Options/recursive``) every directory of its tree under its current path, in no
+    /// particular order. Empty once the watch has ended (invalidated, or its directory removed).
+    /// Safe from any thread; it waits for the event loop to answer.
+    public func watchedDirectories() -> [FileSystemPath] {
+        let subscription = subscription
+        return lease.loop.submitAndWait { _ in
+            if subscription.loop.isEnded { return [] }
+            if let tree = subscription.loop.tree { return tree.descriptors.compactMap { tree.node($0)?.path } }
+            return [subscription.root]
+        } ?? []
     }
 
     /// Stops watching. Idempotent, and safe from any thread, inside any watcher's callback too.

@@ -22,10 +22,43 @@ extension DirectoryWatcher {
         /// otherwise.
         public var recovery: Recovery
 
-        public init(events: Events = .default, delivery: Delivery = .automatic, recovery: Recovery = .exact) {
+        /// Whether every directory below the watched one is watched too, as it is and as it
+        /// changes; false unless told otherwise. Changes carry their full path. A directory that
+        /// appears (created, moved in) is watched before it is listed, and what the listing finds
+        /// is reported as created, so nothing made in it is missed; a directory renamed inside the
+        /// tree is one ``DirectoryChange/Kind/renamed`` change, and later changes below it carry
+        /// the new path; one moved out or removed is let go. Symbolic links are not followed. A
+        /// recursive watcher always keeps what it knows of each directory (its names), so its
+        /// recovery is ``Recovery/exact`` whatever ``recovery`` says. Ignored by the file forms
+        /// (`watchFile`). See <doc:WatchingATree>.
+        public var recursive: Bool
+
+        /// Globs (fnmatch(3)) for entries to leave out: an entry is excluded when its name, or
+        /// its path below the watched directory, matches one, so `.git`, `node_modules`,
+        /// `*.tmp` and `build/*` do what they look like. No change about an excluded entry is
+        /// reported (a rename only when both its names are excluded), and in a recursive watch
+        /// an excluded directory is never watched or listed: it costs no kernel watch and no
+        /// events. Empty unless told otherwise.
+        public var excludes: [String]
+
+        /// In a recursive watch, whether a symbolic link to a directory is followed and the
+        /// directory it leads to watched as part of the tree (changes in it carry the link's
+        /// path); false unless told otherwise, so that a link can neither make a loop nor pull in
+        /// a tree from elsewhere. Followed, a directory reached twice (a loop, or two links to
+        /// one place) is watched once, where it was reached first: the kernel gives one watch per
+        /// directory (device and inode).
+        public var followsSymbolicLinks: Bool
+
+        public init(
+            events: Events = .default, delivery: Delivery = .automatic, recovery: Recovery = .exact,
+            recursive: Bool = false, excludes: [String] = [], followsSymbolicLinks: Bool = false
+        ) {
             self.events = events
             self.delivery = delivery
             self.recovery = recovery
+            self.recursive = recursive
+            self.excludes = excludes
+            self.followsSymbolicLinks = followsSymbolicLinks
         }
     }
 

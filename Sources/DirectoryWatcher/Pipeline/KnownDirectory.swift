@@ -48,6 +48,25 @@ final class KnownDirectory {
         entries = Self.entries(of: snapshot)
     }
 
+    /// A directory known from a listing of names, inodes and types (a tree's directories: no
+    /// status per entry). `start` is the birth clock read before the listing began, which vouches
+    /// for the inodes as ``learnInodes(listedAfter:from:)`` explains; `now` is when the listing
+    /// was read: a file written later is reported modified by a rescan.
+    init(
+        listing: [(name: [UInt8], inode: UInt64, isDirectory: Bool)], listedAfter start: Snapshot.Time,
+        at now: Snapshot.Time
+    ) {
+        entries = NameTable(minimumCapacity: listing.count)
+        let bornBy = start.justBefore
+        for entry in listing {
+            entries.updateValue(
+                .unsure(
+                    Unsure(
+                        isDirectory: entry.isDirectory, since: now, createdOnly: false, inode: entry.inode,
+                        bornBy: bornBy)), forName: entry.name[...])
+        }
+    }
+
     private static func entries(of snapshot: Snapshot) -> NameTable<Known> {
         var entries = NameTable<Known>(minimumCapacity: snapshot.entries.count)
         for (name, entry) in snapshot.entries { entries.updateValue(.entry(entry), forName: name[...]) }
@@ -70,9 +89,16 @@ final class KnownDirectory {
             // A name cannot be created while it exists: the rescan reported this one already.
             // (One hash for the common case; a repeat puts back what it replaced.)
             let created = Known.unsure(Unsure(isDirectory: isDirectory, since: now, createdOnly: true))
-            guard let known = entries.updateValue(created, forName: event.name) else {
+            guard var known = entries.updateValue(created, forName: event.name) else {
                 lacksInodes = true
                 return true
+            }
+            // Listed, and created after the watch began: born during the listing, maybe in the
+            // tick its inode was vouched for by. Listed again to be sure.
+            if case .unsure(var unsure) = known, unsure.inode != 0 {
+                unsure.bornBy = .unvouched
+                known = .unsure(unsure)
+                lacksInodes = true
             }
             entries.updateValue(known, forName: event.name)
             return false

@@ -56,8 +56,10 @@ final class Router {
     /// come back as events on it, which are the router's echo, not a watcher's change.
     @exclusivity(unchecked) private var listingEchoes: Set<Int32> = []
     private let listDirectory: (FileSystemPath) throws(SyscallError) -> Snapshot
-    /// Lists a directory's names and inodes, calling the given function with each.
-    typealias NameLister = (FileSystemPath, (ArraySlice<UInt8>, UInt64) -> Void) throws(SyscallError) -> Void
+    /// Lists a directory's names, inodes and types, calling the given function with each.
+    typealias NameLister = (FileSystemPath, (ArraySlice<UInt8>, UInt64, EntryStatus.Kind) -> Void) throws(SyscallError)
+        ->
+        Void
     private let listNames: NameLister
     /// Kept directories with entries whose inode is not on record (``KnownDirectory/lacksInodes``).
     /// The router lists their names once the loop has been idle for ``learningIdle`` (or, under
@@ -253,7 +255,13 @@ final class Router {
             let names = subscription.keepsSnapshot ? InotifyMask.names : 0
             let wd = try table.add(
                 subscription, directory: subscription.root, mask: subscription.mask,
-                flags: InotifyMask.onlyDirectory | InotifyMask.excludeUnlinked | names, only: subscription.entry)
+                flags: InotifyMask.onlyDirectory | InotifyMask.excludeUnlinked | names, only: subscription.entry,
+                node: { wd in
+                    guard subscription.recursive else { return nil }
+                    let tree = WatchedTree(rootPath: subscription.root, wd: wd)
+                    subscription.loop.tree = tree
+                    return tree.root
+                })
             subscription.loop.descriptors = [wd]
             subscriptions[ObjectIdentifier(subscription)] = subscription
             if subscription.keepsSnapshot {
@@ -261,6 +269,11 @@ final class Router {
                 subscription.onBacklogDrained = { [weak subscription] in
                     if let subscription { wake(subscription) }
                 }
+            }
+            // A tree is walked here, on the loop: each directory is watched before it is listed.
+            if let tree = subscription.loop.tree {
+                populate(tree.root, of: tree, for: subscription, reporting: false, foundByRescan: false)
+                return .success(nil)
             }
             // The directory as it is when watching starts; without it (unreadable), an overflow is
             // reported as a notice only.
@@ -372,6 +385,13 @@ final class Router {
             known[event.wd] = nil
             pendingListings[event.wd] = nil
             for watch in table.kernelDropped(event.wd) where !watch.subscriber.loop.isEnded {
+                if let node = watch.node, !node.isRoot {
+                    // A directory inside a tree: its parent reported it; what was below it goes.
+                    if let tree = watch.subscriber.loop.tree, tree.node(node.wd) === node {
+                        for wd in tree.remove(node).dropFirst() { release(wd, for: watch.subscriber) }
+                    }
+                    continue
+                }
                 collect(
                     DirectoryChange(kind: .rootRemoved, path: watch.directory, isDirectory: true), for: watch.subscriber
                 )
@@ -388,11 +408,14 @@ final class Router {
             if directory.lacksInodes && !directory.isDueForLearning { lacksInodes(event.wd, directory) }
         }
         for watch in table.watches(event.wd) where !watch.subscriber.loop.isEnded {
+            // A directory inside a tree: what happens to it itself, its parent reports.
+            if event.name.isEmpty, let node = watch.node, !node.isRoot { continue }
             if let change = ChangeTranslation.change(
                 for: event, in: watch.directory, mask: watch.mask, entry: watch.entry)
             {
                 collect(change, for: watch.subscriber)
             }
+            if let node = watch.node, !event.name.isEmpty { treeEvent(event, at: node, for: watch.subscriber) }
         }
     }
 
@@ -442,9 +465,11 @@ final class Router {
                 collect(change, for: target.subscriber)
             }
         }
+        if to.has(InotifyMask.isDirectory) { treeMoved(from: from, to: to, sources: sources, targets: targets) }
     }
 
     private func collect(_ change: DirectoryChange, for subscription: Subscription) {
+        if let exclusions = subscription.exclusions, exclusions.excludes(change, under: subscription.root) { return }
         if subscription.collect(change) { dirty.append(subscription) }
         if ChangeTranslation.endsWatch(change) {
             subscription.loop.endsWithBatch = true
@@ -454,17 +479,21 @@ final class Router {
 
     private func end(_ subscription: Subscription) {
         subscription.loop.isEnded = true
-        for wd in subscription.loop.descriptors {
-            table.remove(subscription, from: wd)
-            // Kept while a watcher of the directory keeps snapshots (a notice-only watcher that
-            // stays has no use for it).
-            if !table.watches(wd).contains(where: { $0.subscriber.keepsSnapshot }) {
-                known[wd] = nil
-                pendingListings[wd] = nil
-                lackingInodes.remove(wd)
-            }
-        }
+        for wd in subscription.loop.descriptors { release(wd, for: subscription) }
         subscription.loop.descriptors = []
+        subscription.loop.tree = nil
+    }
+
+    /// Takes `subscription` off the kernel watch `wd`.
+    private func release(_ wd: Int32, for subscription: Subscription) {
+        table.remove(subscription, from: wd)
+        // Kept while a watcher of the directory keeps snapshots (a notice-only watcher that
+        // stays has no use for it).
+        if !table.watches(wd).contains(where: { $0.subscriber.keepsSnapshot }) {
+            known[wd] = nil
+            pendingListings[wd] = nil
+            lackingInodes.remove(wd)
+        }
     }
 
     private func overflowed() {
@@ -528,18 +557,37 @@ final class Router {
     }
 
     /// Reports the differences a rescan found to one watch, as far as it selected and covers them.
+    /// In a tree, the directories the rescan found appeared are watched and their entries
+    /// reported, and those gone are let go.
     private func report(_ differences: [Snapshot.Difference], to watch: WatchTable<Subscription>.Watch) {
-        for difference in differences where ChangeTranslation.selects(watch.mask, difference.kind) {
-            guard
-                watch.covers(difference.name[...])
-                    || (difference.oldName.map { watch.covers($0[...]) } ?? false)
-            else { continue }
-            collect(
-                DirectoryChange(
-                    kind: difference.kind, path: watch.path(of: difference.name[...]),
-                    oldPath: difference.oldName.map { watch.path(of: $0[...]) },
-                    isDirectory: difference.isDirectory, foundByRescan: true),
-                for: watch.subscriber)
+        for difference in differences {
+            if ChangeTranslation.selects(watch.mask, difference.kind),
+                watch.covers(difference.name[...]) || (difference.oldName.map { watch.covers($0[...]) } ?? false)
+            {
+                collect(
+                    DirectoryChange(
+                        kind: difference.kind, path: watch.path(of: difference.name[...]),
+                        oldPath: difference.oldName.map { watch.path(of: $0[...]) },
+                        isDirectory: difference.isDirectory, foundByRescan: true),
+                    for: watch.subscriber)
+            }
+            guard let node = watch.node, difference.isDirectory, !watch.subscriber.loop.isEnded else { continue }
+            switch difference.kind {
+            case .removed:
+                treeChanged(difference.name[...], at: node, appeared: false, for: watch.subscriber, foundByRescan: true)
+            case .renamed:
+                if let old = difference.oldName, let tree = watch.subscriber.loop.tree, let moved = node.child(old[...])
+                {
+                    move(moved, to: difference.name[...], in: node, of: tree, for: watch.subscriber)
+                } else {
+                    treeChanged(
+                        difference.name[...], at: node, appeared: true, for: watch.subscriber, foundByRescan: true)
+                }
+            case .created:
+                treeChanged(difference.name[...], at: node, appeared: true, for: watch.subscriber, foundByRescan: true)
+            default:
+                break
+            }
         }
     }
 
@@ -581,7 +629,7 @@ final class Router {
             let listNames = listNames
             do {
                 try directory.learnInodes(listedAfter: start) { visit throws(SyscallError) in
-                    try listNames(first.directory, visit)
+                    try listNames(first.directory) { name, inode, _ in visit(name, inode) }
                 }
                 listingEchoes.insert(wd)
             } catch {
@@ -644,6 +692,191 @@ final class Router {
 
     private func schedule(_ mailbox: Mailbox?) {
         if let mailbox { ready.append(mailbox) }
+    }
+
+    // MARK: - Trees
+
+    /// The kernel-only bits of a tree directory's watch: directories only, no events for entries
+    /// already unlinked, and every change of name (the directory's known names need them).
+    private static let treeFlags = InotifyMask.onlyDirectory | InotifyMask.excludeUnlinked | InotifyMask.names
+
+    /// Lists `start`'s directory and watches each subdirectory found, then lists those, and so on,
+    /// breadth first. Each directory is watched before it is listed, so nothing made in it is
+    /// missed: what was made before the watch, the listing shows; what was made after, the
+    /// kernel reports, and a name the listing showed already is recognised as a repeat by the
+    /// directory's known names (``KnownDirectory/apply(_:at:)``). With `reporting` (a directory
+    /// that appeared while watching), what the listings find is reported as created.
+    private func populate(
+        _ start: TreeNode, of tree: WatchedTree, for subscription: Subscription, reporting: Bool, foundByRescan: Bool
+    ) {
+        var queue = [start]
+        var head = 0
+        while head < queue.count {
+            let node = queue[head]
+            head += 1
+            let path = node.path
+            let begun = birthClock()
+            var listing: [(name: [UInt8], inode: UInt64, isDirectory: Bool)] = []
+            var links: Set<[UInt8]> = []
+            do {
+                try listNames(path) { name, inode, kind in
+                    listing.append((Array(name), inode, kind == .directory))
+                    if kind == .symbolicLink && subscription.followsLinks { links.insert(Array(name)) }
+                }
+                listingEchoes.insert(node.wd)
+            } catch {
+                treeFailed(error, at: path, for: subscription)
+                continue
+            }
+            if known[node.wd] == nil {
+                let directory = KnownDirectory(listing: listing, listedAfter: begun, at: wallClock())
+                known[node.wd] = directory
+            }
+            let reportsCreated = reporting && subscription.mask & InotifyMask.create != 0
+            for (name, _, isDirectory) in listing {
+                if reportsCreated {
+                    collect(
+                        DirectoryChange(
+                            kind: .created, path: path.appending(bytes: name[...]), isDirectory: isDirectory,
+                            foundByRescan: foundByRescan), for: subscription)
+                }
+                let isLink = !links.isEmpty && links.contains(name)
+                if isDirectory || isLink,
+                    let child = watch(name[...], of: node, in: tree, for: subscription, throughLink: isLink)
+                {
+                    queue.append(child)
+                }
+            }
+        }
+    }
+
+    /// Adds the kernel watch of the directory `name` in `parent`, and its node. Nil when there is
+    /// nothing new to list: the directory is excluded, gone or cannot be watched (a followed link
+    /// that leads to no directory), or it is in the tree already. Reached by its own name, such a
+    /// directory moved while its events were lost (a rescan found it here): its node moves.
+    /// Reached through a link, it stays where it was reached first (a loop, or a second link).
+    private func watch(
+        _ name: ArraySlice<UInt8>, of parent: TreeNode, in tree: WatchedTree, for subscription: Subscription,
+        throughLink: Bool = false
+    ) -> TreeNode? {
+        let path = parent.path.appending(bytes: name)
+        if let exclusions = subscription.exclusions, exclusions.excludes(path, under: subscription.root) { return nil }
+        var existing: TreeNode?
+        var added: TreeNode?
+        do {
+            // Not following links unless asked: a directory replaced by a link since it was
+            // listed is then refused (ENOTDIR) rather than followed out of the tree.
+            let follow = subscription.followsLinks ? 0 : InotifyMask.dontFollow
+            try table.add(
+                subscription, directory: path, mask: subscription.mask, flags: Self.treeFlags | follow,
+                node: { wd in
+                    if let node = tree.node(wd) {
+                        existing = node
+                        return node
+                    }
+                    added = tree.add(Array(name), of: parent, wd: wd)
+                    return added
+                })
+        } catch {
+            // A link that leads nowhere, or to a file, is no directory to watch.
+            if !throughLink { treeFailed(error, at: path, for: subscription) }
+            return nil
+        }
+        if let existing, !throughLink, !existing.isRoot, !parent.isInside(existing) {
+            tree.move(existing, to: Array(name), in: parent)
+        }
+        return added
+    }
+
+    /// A directory appeared in (created, moved in) or left (removed, moved out) the tree
+    /// directory `node` of `subscription`.
+    private func treeChanged(
+        _ name: ArraySlice<UInt8>, at node: TreeNode, appeared: Bool, for subscription: Subscription,
+        foundByRescan: Bool, throughLink: Bool = false
+    ) {
+        guard let tree = subscription.loop.tree, tree.node(node.wd) === node else { return }
+        if appeared {
+            guard node.child(name) == nil,
+                let child = watch(name, of: node, in: tree, for: subscription, throughLink: throughLink)
+            else {
+                return
+            }
+            populate(child, of: tree, for: subscription, reporting: true, foundByRescan: foundByRescan)
+        } else if let child = node.child(name) {
+            // Its watches go with it; what was below it is not reported one by one.
+            for wd in tree.remove(child) { release(wd, for: subscription) }
+        }
+    }
+
+    /// An event about an entry of the tree directory `node`: a directory appeared or left; with
+    /// links followed, an entry created may be a link to a directory (the watch is tried: a
+    /// system call per entry created, which following links costs), and one removed may have
+    /// been a followed link.
+    private func treeEvent(_ event: InotifyEvent, at node: TreeNode, for subscription: Subscription) {
+        let appeared = event.has(InotifyMask.create | InotifyMask.movedTo)
+        if event.has(InotifyMask.isDirectory) {
+            treeChanged(event.name, at: node, appeared: appeared, for: subscription, foundByRescan: false)
+        } else if !appeared, !node.children.isEmpty, event.has(InotifyMask.delete | InotifyMask.movedFrom) {
+            treeChanged(event.name, at: node, appeared: false, for: subscription, foundByRescan: false)
+        } else if appeared, subscription.followsLinks {
+            treeChanged(
+                event.name, at: node, appeared: true, for: subscription, foundByRescan: false, throughLink: true)
+        }
+    }
+
+    /// A directory renamed or moved, as each recursive watcher sees it: inside its tree, the node
+    /// follows (its watches stay, and the paths below it change with it); out of it, its watches
+    /// go; into it, it is watched and its entries reported.
+    private func treeMoved(
+        from: InotifyEvent, to: InotifyEvent, sources: [WatchTable<Subscription>.Watch],
+        targets: [WatchTable<Subscription>.Watch]
+    ) {
+        var seen: Set<ObjectIdentifier> = []
+        for watch in sources + targets where !watch.subscriber.loop.isEnded {
+            let subscription = watch.subscriber
+            guard let tree = subscription.loop.tree, seen.insert(ObjectIdentifier(subscription)).inserted else {
+                continue
+            }
+            let source = sources.first { $0.subscriber === subscription }?.node
+            let target = targets.first { $0.subscriber === subscription }?.node
+            if let source, let target, let moved = source.child(from.name), tree.node(target.wd) === target {
+                move(moved, to: to.name, in: target, of: tree, for: subscription)
+            } else {
+                if let source {
+                    treeChanged(from.name, at: source, appeared: false, for: subscription, foundByRescan: false)
+                }
+                if let target {
+                    treeChanged(to.name, at: target, appeared: true, for: subscription, foundByRescan: false)
+                }
+            }
+        }
+    }
+
+    /// A directory of the tree renamed or moved inside it: its node follows, or, renamed to a name
+    /// the watcher excludes, it is let go.
+    private func move(
+        _ moved: TreeNode, to name: ArraySlice<UInt8>, in target: TreeNode, of tree: WatchedTree,
+        for subscription: Subscription
+    ) {
+        guard !target.isInside(moved) else { return }
+        if let exclusions = subscription.exclusions,
+            exclusions.excludes(target.path.appending(bytes: name), under: subscription.root)
+        {
+            for wd in tree.remove(moved) { release(wd, for: subscription) }
+        } else {
+            tree.move(moved, to: Array(name), in: target)
+        }
+    }
+
+    /// A directory of a tree that could not be watched or listed. Gone already: nothing to say
+    /// (its parent reports its removal). Otherwise the watcher is told that changes below it
+    /// are not seen, and why.
+    private func treeFailed(_ error: SyscallError, at path: FileSystemPath, for subscription: Subscription) {
+        guard error.errno != ENOENT && error.errno != ENOTDIR else { return }
+        collect(
+            DirectoryChange(
+                kind: .overflow, path: path, isDirectory: true,
+                error: DirectoryWatcherError(error, path: path.description)), for: subscription)
     }
 
     // MARK: - Barriers

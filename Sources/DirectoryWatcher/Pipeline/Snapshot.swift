@@ -38,11 +38,13 @@ struct Snapshot: Equatable, Sendable {
         }
     }
 
-    /// Lists the names and inodes of the directory at `path`, with no status per entry: one
+    /// Lists the names, inodes and types of the directory at `path`, with no status per entry: one
     /// `getdents64` per few hundred entries, and no allocation per name (`body` sees each name
-    /// in a buffer reused for the next).
+    /// in a buffer reused for the next). The type is the listing's (`d_type`); only where the
+    /// file system gives none (`DT_UNKNOWN`) is the entry's status read, and an entry removed
+    /// meanwhile is left out.
     static func readNames(
-        _ path: FileSystemPath, system: System, _ body: (ArraySlice<UInt8>, UInt64) -> Void
+        _ path: FileSystemPath, system: System, _ body: (ArraySlice<UInt8>, UInt64, EntryStatus.Kind) -> Void
     ) throws(SyscallError) {
         let fd = try system.openDirectory(path)
         defer { system.close(fd) }
@@ -50,14 +52,23 @@ struct Snapshot: Equatable, Sendable {
         defer { buffer.deallocate() }
         var name: [UInt8] = []
         name.reserveCapacity(256)
+        var unknown: [(name: [UInt8], inode: UInt64)] = []
         while true {
             let count = try system.readDirectory(fd, into: buffer)
-            if count == 0 { return }
-            DirectoryEntryParser.forEach(UnsafeRawBufferPointer(rebasing: buffer[..<count])) { bytes, inode, _ in
+            if count == 0 { break }
+            DirectoryEntryParser.forEach(UnsafeRawBufferPointer(rebasing: buffer[..<count])) { bytes, inode, type in
                 name.removeAll(keepingCapacity: true)
                 name.append(contentsOf: bytes)
-                body(name[...], inode)
+                if let kind = DirectoryEntryParser.kind(type) {
+                    body(name[...], inode, kind)
+                } else {
+                    unknown.append((name, inode))
+                }
             }
+        }
+        for entry in unknown {
+            guard let status = try system.entryStatus(in: fd, name: entry.name) else { continue }
+            body(entry.name[...], entry.inode, status.kind)
         }
     }
 
@@ -221,20 +232,6 @@ extension EntryStatus: KnownEntry {
 }
 
 extension EntryStatus {
-    enum Kind: Equatable, Sendable { case file, directory, symbolicLink, other }
-
-    var kind: Kind {
-        switch mode & 0o170000 {
-        case 0o100000: return .file
-        case 0o040000: return .directory
-        case 0o120000: return .symbolicLink
-        default: return .other
-        }
-    }
-
-    /// The permission bits (the mode without the type).
-    var permissions: UInt32 { mode & 0o7777 }
-
     /// The same file: the same inode of the same device, and, where the file system keeps birth
     /// times, born at the same time (an inode number is reused as soon as it is freed, so a file
     /// removed and another created in its place can share it).

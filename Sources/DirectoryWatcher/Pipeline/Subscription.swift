@@ -31,6 +31,12 @@ final class Subscription: @unchecked Sendable {
     let target: Target
     /// The router keeps what it knows of the directory, to report exactly what an overflow hid.
     let keepsSnapshot: Bool
+    /// Watches every directory below ``root`` too (``LoopState/tree``).
+    let recursive: Bool
+    /// Entries whose changes are never reported, and directories of the tree never watched.
+    let exclusions: Exclusions?
+    /// A tree follows symbolic links to directories.
+    let followsLinks: Bool
     let gate = DeliveryGate()
     /// Receives the batches. Set once, before the subscription reaches the loop.
     weak var receiver: (any ChangeReceiver)?
@@ -46,7 +52,15 @@ final class Subscription: @unchecked Sendable {
     /// What the router keeps for a subscription. Loop leader only: the router checks that it is
     /// on the leading thread before touching it.
     struct LoopState {
-        var descriptors: [Int32] = []
+        /// The kernel watches this subscription is in: its directory's, or, for a recursive
+        /// one, every directory of ``tree``.
+        var descriptors: [Int32] {
+            get { tree?.descriptors ?? ownDescriptors }
+            set { ownDescriptors = newValue }
+        }
+        var ownDescriptors: [Int32] = []
+        /// A recursive subscription's directories.
+        var tree: WatchedTree?
         var pending: [DirectoryChange] = []
         /// No more changes are collected: the watcher left, or its root went away.
         var isEnded = false
@@ -77,12 +91,20 @@ final class Subscription: @unchecked Sendable {
     /// runtime's exclusivity check on every change collected would only cost time.
     @exclusivity(unchecked) var loop = LoopState()
 
-    init(root: FileSystemPath, mask: UInt32, entry: WatchedEntry? = nil, target: Target, keepsSnapshot: Bool = false) {
+    init(
+        root: FileSystemPath, mask: UInt32, entry: WatchedEntry? = nil, target: Target, keepsSnapshot: Bool = false,
+        recursive: Bool = false, exclusions: Exclusions? = nil, followsLinks: Bool = false
+    ) {
+        self.exclusions = exclusions
+        self.followsLinks = followsLinks
         self.root = root
         self.mask = mask
         self.entry = entry
         self.target = target
-        self.keepsSnapshot = keepsSnapshot
+        // A tree's directories are known by their names in any case: that is what keeps a new
+        // directory's entries from being reported twice, and it makes recovery exact.
+        self.keepsSnapshot = keepsSnapshot || recursive
+        self.recursive = recursive
     }
 
     /// The mailbox, for a subscription delivered on the loop's threads.

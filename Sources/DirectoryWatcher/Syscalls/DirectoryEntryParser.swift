@@ -10,6 +10,17 @@ import Glibc
 enum DirectoryEntryParser {
     static let headerSize = 19
 
+    /// The kind a listing's `d_type` says; nil for `DT_UNKNOWN` (the file system does not say).
+    static func kind(_ type: UInt8) -> EntryStatus.Kind? {
+        switch Int32(type) {
+        case Int32(DT_UNKNOWN): return nil
+        case Int32(DT_DIR): return .directory
+        case Int32(DT_REG): return .file
+        case Int32(DT_LNK): return .symbolicLink
+        default: return .other
+        }
+    }
+
     struct Entry: Equatable {
         var name: [UInt8]
         var inode: UInt64

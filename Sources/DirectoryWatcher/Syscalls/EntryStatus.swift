@@ -33,3 +33,19 @@ struct EntryStatus: Equatable, Sendable {
         born = hasBirthTime ? Time(seconds: status.born_seconds, nanoseconds: status.born_nanoseconds) : nil
     }
 }
+
+extension EntryStatus {
+    enum Kind: Equatable, Sendable { case file, directory, symbolicLink, other }
+
+    var kind: Kind {
+        switch mode & 0o170000 {
+        case 0o100000: return .file
+        case 0o040000: return .directory
+        case 0o120000: return .symbolicLink
+        default: return .other
+        }
+    }
+
+    /// The permission bits (the mode without the type).
+    var permissions: UInt32 { mode & 0o7777 }
+}

@@ -60,6 +60,7 @@ enum InotifyMask {
     static let ignored = UInt32(IN_IGNORED)
     static let onlyDirectory = UInt32(IN_ONLYDIR)
     static let excludeUnlinked = UInt32(IN_EXCL_UNLINK)
+    static let dontFollow = UInt32(IN_DONT_FOLLOW)
     static let maskAdd = UInt32(IN_MASK_ADD)
     static let isDirectory = UInt32(IN_ISDIR)
 

@@ -11,13 +11,25 @@
 struct WatchTable<Subscriber: AnyObject> {
     struct Watch {
         let subscriber: Subscriber
-        /// The path this subscriber knows the directory by (two subscribers may reach one inode
-        /// through different paths, a symbolic link for one).
-        let directory: FileSystemPath
+        private let givenDirectory: FileSystemPath
         var mask: UInt32
         /// For a file watch: the one entry name this subscriber wants, and the path it knows that
         /// entry by. Nil for a directory watch, which wants every entry.
         var entry: WatchedEntry? = nil
+        /// For a directory of a recursive watcher's tree: where it is in the tree.
+        let node: TreeNode?
+
+        init(subscriber: Subscriber, directory: FileSystemPath, mask: UInt32, entry: WatchedEntry?, node: TreeNode?) {
+            self.subscriber = subscriber
+            self.givenDirectory = directory
+            self.mask = mask
+            self.entry = entry
+            self.node = node
+        }
+
+        /// The path this subscriber knows the directory by (two subscribers may reach one inode
+        /// through different paths, a symbolic link for one); in a tree, its path now.
+        var directory: FileSystemPath { node?.path ?? givenDirectory }
 
         /// Whether an event about `name` (empty: the directory itself) concerns this watch.
         func covers(_ name: ArraySlice<UInt8>) -> Bool {
@@ -49,13 +61,15 @@ struct WatchTable<Subscriber: AnyObject> {
     /// Watches `directory` for `subscriber`, joining the kernel watch when one exists.
     /// `flags` are kernel-only bits (`IN_ONLYDIR`, `IN_EXCL_UNLINK`) that do not become events.
     /// `only` narrows the subscriber's interest to one entry of the directory (a file watch).
+    /// `node` gives, for the descriptor the kernel returned, the directory's place in the
+    /// subscriber's tree (a recursive watcher).
     @discardableResult
     mutating func add(
         _ subscriber: Subscriber, directory: FileSystemPath, mask: UInt32, flags: UInt32 = 0,
-        only: WatchedEntry? = nil
+        only: WatchedEntry? = nil, node: (Int32) -> TreeNode? = { _ in nil }
     ) throws(SyscallError) -> Int32 {
         let wd = try system.inotifyAddWatch(inotifyFD, path: directory, mask: mask | flags | InotifyMask.maskAdd)
-        let watch = Watch(subscriber: subscriber, directory: directory, mask: mask, entry: only)
+        let watch = Watch(subscriber: subscriber, directory: directory, mask: mask, entry: only, node: node(wd))
         if var entry = entries[wd] {
             entry.kernelMask |= mask
             if let index = entry.watches.firstIndex(where: { $0.subscriber === subscriber }) {

@@ -4,14 +4,11 @@ enum FsnotifyExceptions {
     /// `require X` features this library offers on Linux.
     static let supportedFeatures: Set<String> = [
         "symlink", "mkfifo", "mknod", "filter", "op_all", "op_open", "op_read", "op_close_write", "op_close_read",
+        "recurse",
     ]
 
     /// `require X` features it does not offer: the script is skipped with this reason.
-    static let unsupportedFeatures: [String: String] = [
-        "recurse":
-            "recursive watching (`watch /...`) is not implemented yet; it is the recursive issue's, "
-            + "and these scripts are its acceptance tests"
-    ]
+    static let unsupportedFeatures: [String: String] = [:]
 
     /// `skip X` conditions naming another platform: they do not apply on Linux.
     static let otherPlatforms: Set<String> = [

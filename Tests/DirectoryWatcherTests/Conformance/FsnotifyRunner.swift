@@ -118,11 +118,18 @@ final class FsnotifyRunner {
         case "watch":
             try watch(Self.scriptPath(try argument(0)), operations: Array(arguments.dropFirst()), fail: fail)
         case "unwatch":
-            guard let watcher = shared.remove(Self.scriptPath(try argument(0))) else { throw fail("not watched") }
+            var name = try argument(0)
+            if name.hasSuffix("/...") { name = String(name.dropLast(4)) }
+            guard let watcher = shared.remove(Self.scriptPath(name)) else { throw fail("not watched") }
             try settle(also: [watcher])
             watcher.invalidate()
         case "watchlist":
-            let paths = shared.paths
+            // fsnotify lists every directory it watches: a tree's, each of them.
+            let root = directory.path
+            let paths = Set(
+                shared.all.flatMap { watcher in
+                    watcher.watchedDirectories().map { Self.relative($0, root: root) }
+                })
             if arguments.count == 1, let count = Int(arguments[0]) {
                 if paths.count != count { throw fail("\(paths.count) watches: \(paths.sorted())") }
             } else if paths != Set(arguments.map(Self.scriptPath)) {
@@ -172,22 +179,28 @@ final class FsnotifyRunner {
     }
 
     /// `watch PATH [op ...]`: joins fsnotify's `Watcher`, as `Add` or `AddWith(WithOps(...))`.
-    private func watch(_ name: String, operations: [String], fail: (String) -> Failure) throws {
-        if name.hasSuffix("/...") { throw fail("recursive watches are not supported") }
+    private func watch(_ given: String, operations: [String], fail: (String) -> Failure) throws {
+        // `watch /dir/...` watches the tree; `unwatch /dir` (or `/dir/...`) ends it.
+        let recursive = given.hasSuffix("/...")
+        let name = recursive ? Self.scriptPath(String(given.dropLast(4))) : given
         var events: DirectoryWatcher.Events = operations.isEmpty ? .default : []
         for operation in operations {
             guard let selected = FsnotifyMapping.selections[operation] else { throw fail("unknown op \(operation)") }
             events.formUnion(selected)
         }
         // fsnotify keeps one watch per path: adding a watched path again changes nothing more.
-        if let existing = shared.watcher(name), existing.options.events == events { return }
+        if let existing = shared.watcher(name), existing.options.events == events,
+            existing.options.recursive == recursive
+        {
+            return
+        }
         if let replaced = shared.remove(name) { replaced.invalidate() }
 
         let target = path(name)
         var status = stat()
         let isDirectory = stat(target, &status) == 0 && (status.st_mode & S_IFMT) == S_IFDIR
         let mapped = FsnotifyMapping.Watch(path: name, isFile: !isDirectory)
-        let options = DirectoryWatcher.Options(events: events)
+        let options = DirectoryWatcher.Options(events: events, recursive: recursive)
         let handler = handler(for: mapped)
         let watcher: DirectoryWatcher
         do {

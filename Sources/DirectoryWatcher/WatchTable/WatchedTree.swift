@@ -1,0 +1,105 @@
+/// The directories of one recursive watcher, each with its kernel watch descriptor, known by its
+/// parent and its name rather than by its path: renaming or moving a directory inside the tree is
+/// one update of that directory, and the paths of everything below it follow (see
+/// ``TreeNode/path``). Loop thread only.
+final class WatchedTree {
+    let root: TreeNode
+    /// Every directory of the tree by descriptor, the root included.
+    private(set) var nodes = ByDescriptor<TreeNode>()
+    /// Moves on at every rename or move inside the tree: a path cached under an older epoch is
+    /// built again from the parent's.
+    fileprivate(set) var epoch = 0
+
+    init(rootPath: FileSystemPath, wd: Int32) {
+        root = TreeNode(wd: wd, name: [], parent: nil, rootPath: rootPath)
+        root.tree = self
+        nodes[wd] = root
+    }
+
+    var count: Int { nodes.count }
+    var descriptors: [Int32] { nodes.keys }
+
+    func node(_ wd: Int32) -> TreeNode? { nodes[wd] }
+
+    /// Adds the directory `name` of `parent`, watched as `wd`.
+    @discardableResult
+    func add(_ name: [UInt8], of parent: TreeNode, wd: Int32) -> TreeNode {
+        let node = TreeNode(wd: wd, name: name, parent: parent, rootPath: nil)
+        node.tree = self
+        parent.children[name] = node
+        nodes[wd] = node
+        return node
+    }
+
+    /// Moves `node` to be `name` in `parent` (a rename inside the tree).
+    func move(_ node: TreeNode, to name: [UInt8], in parent: TreeNode) {
+        if let old = node.parent, old.children[node.name] === node { old.children[node.name] = nil }
+        node.name = name
+        node.parent = parent
+        parent.children[name] = node
+        epoch += 1
+    }
+
+    /// Removes `node` and everything below it; returns their descriptors, `node`'s first.
+    func remove(_ node: TreeNode) -> [Int32] {
+        if let parent = node.parent, parent.children[node.name] === node { parent.children[node.name] = nil }
+        var removed: [Int32] = []
+        var stack = [node]
+        while let next = stack.popLast() {
+            removed.append(next.wd)
+            if nodes[next.wd] === next { nodes[next.wd] = nil }
+            stack.append(contentsOf: next.children.values)
+            next.children = [:]
+            next.parent = nil
+        }
+        return removed
+    }
+}
+
+/// One directory of a ``WatchedTree``.
+final class TreeNode {
+    let wd: Int32
+    fileprivate(set) var name: [UInt8]
+    fileprivate(set) weak var parent: TreeNode?
+    /// The subdirectories watched, by name.
+    fileprivate(set) var children: [[UInt8]: TreeNode] = [:]
+    fileprivate weak var tree: WatchedTree?
+    private let rootPath: FileSystemPath?
+    private var cachedPath: FileSystemPath?
+    private var cachedEpoch = -1
+
+    fileprivate init(wd: Int32, name: [UInt8], parent: TreeNode?, rootPath: FileSystemPath?) {
+        self.wd = wd
+        self.name = name
+        self.parent = parent
+        self.rootPath = rootPath
+    }
+
+    var isRoot: Bool { rootPath != nil }
+
+    /// The directory's path now: the root's path, or its parent's path and its name. Cached until
+    /// the next rename in the tree, so an event costs no walk up to the root.
+    var path: FileSystemPath {
+        if let rootPath { return rootPath }
+        let epoch = tree?.epoch ?? 0
+        if let cachedPath, cachedEpoch == epoch { return cachedPath }
+        // A node removed from its tree keeps the path it last had.
+        guard let parent else { return cachedPath ?? FileSystemPath(bytes: name) }
+        let path = parent.path.appending(bytes: name[...])
+        cachedPath = path
+        cachedEpoch = epoch
+        return path
+    }
+
+    func child(_ name: ArraySlice<UInt8>) -> TreeNode? { children[Array(name)] }
+
+    /// Whether this is `other` or lies below it.
+    func isInside(_ other: TreeNode) -> Bool {
+        var node: TreeNode? = self
+        while let current = node {
+            if current === other { return true }
+            node = current.parent
+        }
+        return false
+    }
+}

@@ -1,0 +1,291 @@
+import Foundation
+import XCTest
+
+@testable import DirectoryWatcher
+
+/// Recursive watching: every directory below the root, as it is and as it changes, with no race
+/// between a new directory's creation and its watch.
+final class TreeTests: WatchedDirectoryTestCase {
+    private func watchTree(
+        events: DirectoryWatcher.Events = .default, excludes: [String] = [], followsSymbolicLinks: Bool = false
+    ) throws {
+        let options = DirectoryWatcher.Options(
+            events: events, recursive: true, excludes: excludes, followsSymbolicLinks: followsSymbolicLinks)
+        try watch { try DirectoryWatcher.watchFolder(path: directory.path, options: options, delegate: $0) }
+    }
+
+    private func mkdir(_ name: String) {
+        XCTAssertEqual(Glibc.mkdir(directory.url(name), 0o755), 0, "mkdir \(name): \(String(cString: strerror(errno)))")
+    }
+
+    private func rename(_ from: String, _ to: String) {
+        XCTAssertEqual(Glibc.rename(from, to), 0, "rename \(from) \(to): \(String(cString: strerror(errno)))")
+    }
+
+    private func path(_ name: String) -> FileSystemPath { FileSystemPath(directory.url(name)) }
+
+    func testChangesDeepInATreeCarryTheirFullPath() throws {
+        mkdir("a")
+        mkdir("a/b")
+        try watchTree()
+        directory.touch("a/b/f")
+        let created = delivered().filter { $0.kind == .created }
+        XCTAssertEqual(created, [DirectoryChange(.created, directory.url("a/b/f"))])
+    }
+
+    /// notify issue 727, inotify-tools 160: files made in a new directory before its watch exists
+    /// are lost by watchers that add the watch after the kernel reports the directory.
+    func testFortyMkdirPInARowLoseNothing() throws {
+        try watchTree()
+        var expected: [FileSystemPath] = []
+        for index in 0..<40 {
+            mkdir("t\(index)")
+            mkdir("t\(index)/b")
+            mkdir("t\(index)/b/c")
+            directory.touch("t\(index)/b/c/f")
+            expected += ["t\(index)", "t\(index)/b", "t\(index)/b/c", "t\(index)/b/c/f"].map(path)
+        }
+        let created = delivered().filter { $0.kind == .created }.map(\.path)
+        // Each exactly once: what the listing of a new directory found is not reported again
+        // when the kernel's event for it follows.
+        XCTAssertEqual(created.count, expected.count, "\(created.count) reported")
+        XCTAssertEqual(Set(created), Set(expected))
+        XCTAssertEqual(created.count, Set(created).count, "some reported twice")
+        // A parent comes before what is in it.
+        for (position, changed) in created.enumerated() {
+            let parent = FileSystemPath(bytes: changed.bytes[..<changed.bytes.lastIndex(of: 0x2F)!])
+            if let parentPosition = created.firstIndex(of: parent) { XCTAssertLessThan(parentPosition, position) }
+        }
+    }
+
+    func testASubtreeRenamedKeepsItsWatchesAndLaterChangesCarryTheNewPath() throws {
+        mkdir("a")
+        mkdir("a/b")
+        try watchTree()
+        let watches = ProcessResources.kernelWatches()
+        rename(directory.url("a"), directory.url("z"))
+        directory.touch("z/b/f")
+        XCTAssertEqual(
+            delivered().filter { $0.kind != .attributesChanged && $0.kind != .modified },
+            [
+                DirectoryChange(.renamed, directory.url("z"), from: directory.url("a"), directory: true),
+                DirectoryChange(.created, directory.url("z/b/f")),
+            ])
+        XCTAssertEqual(ProcessResources.kernelWatches(), watches, "a rename adds or drops no kernel watch")
+    }
+
+    func testASubtreeMovedInFromOutsideIsWatchedAndItsEntriesReported() throws {
+        let outside = TemporaryDirectory()
+        XCTAssertEqual(Glibc.mkdir(outside.url("m"), 0o755), 0)
+        XCTAssertEqual(Glibc.mkdir(outside.url("m/y"), 0o755), 0)
+        outside.touch("m/y/f1")
+        try watchTree()
+        rename(outside.url("m"), directory.url("m"))
+        XCTAssertEqual(
+            delivered(),
+            [
+                DirectoryChange(.movedIn, directory.url("m"), directory: true),
+                DirectoryChange(.created, directory.url("m/y"), directory: true),
+                DirectoryChange(.created, directory.url("m/y/f1")),
+            ])
+        directory.touch("m/y/f2")
+        XCTAssertEqual(delivered().filter { $0.kind == .created }, [DirectoryChange(.created, directory.url("m/y/f2"))])
+    }
+
+    func testASubtreeMovedOutIsLetGoAndNothingBelowItIsReported() throws {
+        let outside = TemporaryDirectory()
+        mkdir("a")
+        mkdir("a/b")
+        try watchTree()
+        let watches = ProcessResources.kernelWatches()
+        rename(directory.url("a"), outside.url("a"))
+        XCTAssertEqual(delivered(), [DirectoryChange(.movedOut, directory.url("a"), directory: true)])
+        XCTAssertEqual(Glibc.mkdir(outside.url("a/b/new"), 0o755), 0)
+        outside.touch("a/b/f")
+        outside.touch("a/g")
+        XCTAssertEqual(delivered(), [])
+        XCTAssertEqual(ProcessResources.kernelWatches(), watches - 2, "the watches of a and a/b are let go")
+    }
+
+    func testARemovedSubtreeIsLetGo() throws {
+        mkdir("a")
+        mkdir("a/b")
+        try watchTree()
+        let watches = ProcessResources.kernelWatches()
+        try FileManager.default.removeItem(atPath: directory.url("a"))
+        let changes = delivered()
+        XCTAssertEqual(changes.last, DirectoryChange(.removed, directory.url("a"), directory: true))
+        XCTAssertFalse(changes.contains { $0.kind == .rootRemoved }, "\(changes)")
+        XCTAssertEqual(ProcessResources.kernelWatches(), watches - 2, "the watches of a and a/b are gone")
+        mkdir("a")
+        directory.touch("a/f")
+        XCTAssertEqual(
+            delivered().filter { $0.kind == .created },
+            [
+                DirectoryChange(.created, directory.url("a"), directory: true),
+                DirectoryChange(.created, directory.url("a/f")),
+            ])
+    }
+
+    func testAWatcherOfOnlyNewEntriesStillFollowsNewDirectories() throws {
+        try watchTree(events: [.created])
+        mkdir("a")
+        mkdir("a/b")
+        directory.touch("a/b/f")
+        XCTAssertEqual(
+            Set(delivered().map(\.path)), Set(["a", "a/b", "a/b/f"].map(path)))
+    }
+
+    func testADirectoryMovedToAnotherDirectoryOfTheTreeIsFollowed() throws {
+        mkdir("a")
+        mkdir("a/b")
+        mkdir("c")
+        try watchTree()
+        rename(directory.url("a/b"), directory.url("c/b"))
+        directory.touch("c/b/f")
+        XCTAssertEqual(
+            delivered().filter { $0.kind == .renamed || $0.kind == .created },
+            [
+                DirectoryChange(.renamed, directory.url("c/b"), from: directory.url("a/b"), directory: true),
+                DirectoryChange(.created, directory.url("c/b/f")),
+            ])
+        XCTAssertEqual(
+            Set(watcher.watchedDirectories()),
+            Set(
+                [directory.path, directory.url("a"), directory.url("c"), directory.url("c/b")].map {
+                    FileSystemPath($0)
+                }))
+    }
+
+    /// `ENOSPC` from `inotify_add_watch` part-way through a tree: the watcher is told which
+    /// directory is not watched and why, and goes on with the rest.
+    func testTheWatchLimitReachedPartWayIsReportedAndTheRestIsWatched() throws {
+        mkdir("a")
+        mkdir("a/deep")
+        mkdir("a/deep/below")
+        mkdir("b")
+        let calls = SystemCalls.live.failing(\.inotifyAddWatch, errno: ENOSPC) { _, path, _ in
+            String(cString: path).hasSuffix("/deep")
+        }
+        let loop = try EventLoop(system: System(calls))
+        defer { loop.shutdown() }
+        try watch {
+            try DirectoryWatcher.make(
+                path: directory.path, options: DirectoryWatcher.Options(recursive: true), delegate: $0, queue: nil,
+                loop: loop)
+        }
+        directory.touch("b/f")
+        let changes = delivered()
+        let notices = changes.filter { $0.kind == .overflow }
+        XCTAssertEqual(notices.map(\.path), [path("a/deep")])
+        XCTAssertEqual(notices.first?.error?.code, .watchLimitReached)
+        XCTAssertTrue(notices.first?.error?.description.contains("fs.inotify.max_user_watches") ?? false)
+        XCTAssertEqual(changes.filter { $0.kind == .created }, [DirectoryChange(.created, directory.url("b/f"))])
+        XCTAssertEqual(
+            Set(watcher.watchedDirectories()),
+            Set([directory.path, directory.url("a"), directory.url("b")].map { FileSystemPath($0) }))
+    }
+
+    /// Directories made while the kernel dropped events: the rescan finds them, watches them and
+    /// reports what is in them; later changes inside them are seen as they happen.
+    func testDirectoriesMadeWhileEventsWereLostAreFoundWatchedAndReported() throws {
+        try watchTree()
+        let staller = try RescanTests.Staller(test: self)
+        for index in 0..<20_000 { directory.touch("filler-\(index)") }
+        mkdir("d")
+        mkdir("d/e")
+        directory.touch("d/e/f")
+        staller.resume()
+        let changes = delivered()
+        XCTAssertTrue(changes.contains { $0.kind == .overflow })
+        let found = changes.filter { $0.kind == .created && !$0.path.description.contains("filler-") }
+        XCTAssertEqual(Set(found.map(\.path)), Set(["d", "d/e", "d/e/f"].map(path)))
+        XCTAssertEqual(found.count, 3, "\(found)")
+        XCTAssertTrue(found.allSatisfy(\.foundByRescan))
+        directory.touch("d/e/g")
+        XCTAssertEqual(delivered().filter { $0.kind == .created }, [DirectoryChange(.created, directory.url("d/e/g"))])
+    }
+
+    /// notify 204, inotify-tools 33: an excluded tree still costs kernel watches elsewhere.
+    func testExcludedDirectoriesCostNoKernelWatchAndReportNothing() throws {
+        for name in ["a", "node_modules", "node_modules/x", "a/.git", "a/.git/objects"] { mkdir(name) }
+        try watchTree(excludes: ["node_modules", ".git", "*.tmp"])
+        XCTAssertTrue(ProcessResources.isWatched(directory.path))
+        XCTAssertTrue(ProcessResources.isWatched(directory.url("a")))
+        for excluded in ["node_modules", "node_modules/x", "a/.git", "a/.git/objects"] {
+            XCTAssertFalse(ProcessResources.isWatched(directory.url(excluded)), "\(excluded) has a kernel watch")
+        }
+        directory.touch("node_modules/x/f")
+        directory.touch("a/.git/objects/f")
+        directory.touch("a/scratch.tmp")
+        mkdir("a/b")
+        mkdir("a/b/.git")
+        directory.touch("a/b/f")
+        XCTAssertEqual(
+            delivered().filter { $0.kind == .created },
+            [
+                DirectoryChange(.created, directory.url("a/b"), directory: true),
+                DirectoryChange(.created, directory.url("a/b/f")),
+            ])
+        XCTAssertFalse(ProcessResources.isWatched(directory.url("a/b/.git")))
+        // Renamed to an excluded name, a directory is let go; renamed back, it is watched again.
+        rename(directory.url("a/b"), directory.url("a/node_modules"))
+        _ = delivered()
+        XCTAssertFalse(ProcessResources.isWatched(directory.url("a/node_modules")))
+        rename(directory.url("a/node_modules"), directory.url("a/c"))
+        _ = delivered()
+        XCTAssertTrue(ProcessResources.isWatched(directory.url("a/c")))
+        directory.touch("a/c/g")
+        XCTAssertEqual(delivered().filter { $0.kind == .created }, [DirectoryChange(.created, directory.url("a/c/g"))])
+    }
+
+    func testSymbolicLinksAreNotFollowedByDefault() throws {
+        let outside = TemporaryDirectory()
+        XCTAssertEqual(Glibc.mkdir(outside.url("d"), 0o755), 0)
+        XCTAssertEqual(symlink(outside.url("d"), directory.url("link")), 0)
+        XCTAssertEqual(symlink("..", directory.url("up")), 0)
+        try watchTree()
+        XCTAssertFalse(ProcessResources.isWatched(outside.url("d")))
+        outside.touch("d/f")
+        XCTAssertEqual(delivered(), [])
+        XCTAssertEqual(watcher.watchedDirectories(), [FileSystemPath(directory.path)])
+    }
+
+    /// Followed, a link loop does not hang the walk, and a directory reached twice is watched
+    /// once: each change in it is reported once, under the path it was reached by first.
+    func testFollowedLinksWatchWhatTheyLeadToOnceEvenInALoop() throws {
+        let outside = TemporaryDirectory()
+        XCTAssertEqual(Glibc.mkdir(outside.url("d"), 0o755), 0)
+        mkdir("a")
+        XCTAssertEqual(symlink(outside.url("d"), directory.url("a/link")), 0)
+        XCTAssertEqual(symlink(outside.url("d"), directory.url("a/second")), 0)
+        XCTAssertEqual(symlink("..", directory.url("a/up")), 0)
+        XCTAssertEqual(symlink(directory.path, outside.url("d/back")), 0)
+        try watchTree(followsSymbolicLinks: true)
+        XCTAssertTrue(ProcessResources.isWatched(outside.url("d")))
+        XCTAssertEqual(watcher.watchedDirectories().count, 3, "\(watcher.watchedDirectories())")
+        outside.touch("d/f")
+        directory.touch("a/g")
+        let created = delivered().filter { $0.kind == .created }.map(\.path)
+        XCTAssertEqual(created.count, 2, "\(created)")
+        XCTAssertTrue(created.contains(path("a/g")))
+        XCTAssertTrue(created.contains(path("a/link/f")) || created.contains(path("a/second/f")), "\(created)")
+    }
+
+    func testAFollowedLinkMadeOrRemovedWhileWatchingIsWatchedOrLetGo() throws {
+        let outside = TemporaryDirectory()
+        XCTAssertEqual(Glibc.mkdir(outside.url("d"), 0o755), 0)
+        outside.touch("d/inside")
+        try watchTree(followsSymbolicLinks: true)
+        XCTAssertEqual(symlink(outside.url("d"), directory.url("link")), 0)
+        XCTAssertEqual(
+            delivered().filter { $0.kind == .created },
+            [DirectoryChange(.created, directory.url("link")), DirectoryChange(.created, directory.url("link/inside"))])
+        XCTAssertTrue(ProcessResources.isWatched(outside.url("d")))
+        XCTAssertEqual(unlink(directory.url("link")), 0)
+        _ = delivered()
+        XCTAssertFalse(ProcessResources.isWatched(outside.url("d")))
+        outside.touch("d/later")
+        XCTAssertEqual(delivered(), [])
+    }
+}
