@@ -117,6 +117,8 @@ final class Bench {
         var footprints: [Contender: [[String: Double]]] = [:]
         var slowThreads: [Contender: [Double]] = [:]
         var trees: [Int: [Double]] = [:]
+        var libraryTrees: [Int: [Double]] = [:]
+        var treeHeap: [Double] = []
 
         for round in 0..<c.rounds {
             // Alternate who goes first, so neither always gets the warmer caches.
@@ -160,6 +162,10 @@ final class Bench {
             for round in 0..<c.rounds {
                 log("round \(round + 1)/\(c.rounds): floor: recursive setup over \(format(Double(size)))")
                 trees[size, default: []].append(try floorTree(root: root) / 1e6)
+                log("round \(round + 1)/\(c.rounds): library: recursive setup over \(format(Double(size)))")
+                let (nanoseconds, heapPerDirectory) = try libraryTree(root: root, directories: size)
+                libraryTrees[size, default: []].append(nanoseconds / 1e6)
+                if size == c.treeSizes.last { treeHeap.append(heapPerDirectory) }
             }
             treeRoots[size] = root
         }
@@ -186,7 +192,6 @@ final class Bench {
             "latency50": latency50[.handoff] ?? [], "latency99": latency99[.handoff] ?? [],
             "cpu": cpu[.handoff] ?? [], "idle": idle[.handoff] ?? [],
         ]
-        let notYet = Measured.notAvailable("not in the library yet")
         let burstName = "\(format(Double(c.burstSize))) creates"
         let watchers = "\(format(Double(c.watcherCount))) watchers"
         let slowWatchers = "\(format(Double(c.slowWatcherCount))) watchers"
@@ -220,7 +225,14 @@ final class Bench {
             figures.append(
                 figure(
                     "tree-\(size)", "Recursive setup, \(format(Double(size))) directories", "ms",
-                    (notYet, .values(trees[size] ?? [])), .ratioAtMost(1.0)))
+                    (.values(libraryTrees[size] ?? []), .values(trees[size] ?? [])), .ratioAtMost(1.0)))
+        }
+        if let largest = c.treeSizes.last {
+            figures.append(
+                figure(
+                    "tree-memory", "Memory per directory of a watched tree of \(format(Double(largest))) (heap)",
+                    "bytes",
+                    (.values(treeHeap), .notAvailable("keeps nothing per directory")), .none))
         }
         figures += [
             figure("memory", "Memory per watched directory (heap)", "bytes", footprint("heap", perWatch: true), .none),
@@ -339,6 +351,17 @@ final class Bench {
         let line = try process.expectLine(containing: "slow")
         _ = try process.wait()
         return try value("threads", in: line)
+    }
+
+    /// Nanoseconds the library took to watch the tree, and the heap it added per directory.
+    private func libraryTree(root: String, directories: Int) throws(BenchError) -> (Double, Double) {
+        let process = try child(["library-tree", root])
+        let line = try process.expectLine(containing: "tree")
+        _ = try process.wait()
+        guard Int(try value("directories", in: line)) == directories else {
+            throw BenchError("library-tree watched \(try value("directories", in: line)) of \(directories) directories")
+        }
+        return (try value("ns", in: line), try value("heap", in: line) / Double(directories + 1))
     }
 
     /// Nanoseconds the floor took to watch the tree.

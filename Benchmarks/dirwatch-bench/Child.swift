@@ -37,6 +37,7 @@ enum Child {
             case ("library-snapshot", 2): try librarySnapshot(directory: arguments[1])
             case ("floor-many", 3): try floorMany(parent: arguments[1], count: Int(arguments[2]) ?? 0)
             case ("floor-tree", 2): try floorTree(root: arguments[1])
+            case ("library-tree", 2): try libraryTree(root: arguments[1])
             default: throw BenchError("unknown child mode: \(arguments.joined(separator: " "))")
             }
         } catch {
@@ -260,8 +261,28 @@ enum Child {
 
     // MARK: - Trees
 
+    /// The library's recursive setup, timed from the call to its return, when every directory of
+    /// the tree is watched and listed; with the heap it added. The loop is running already (a
+    /// plain watcher of the root), as the floor's inotify descriptor is open before its clock
+    /// starts.
+    private static func libraryTree(root: String) throws(BenchError) {
+        do {
+            let plain = try DirectoryWatcher.watchFolder(path: root, options: .init(recovery: .notice)) { _ in }
+            defer { plain.invalidate() }
+            let heap = cbs_heap_bytes_in_use()
+            let start = monotonicNanoseconds()
+            let tree = try DirectoryWatcher.watchFolder(path: root, options: .init(recursive: true)) { _ in }
+            let elapsed = monotonicNanoseconds() - start
+            let added = cbs_heap_bytes_in_use() - heap
+            let count = tree.watchedDirectories().count - 1
+            defer { tree.invalidate() }
+            writeAll("tree directories=\(count) ns=\(elapsed) heap=\(added)\n", to: 1)
+        } catch {
+            throw BenchError("library: \(error)")
+        }
+    }
+
     /// The floor's naive recursive setup, timed from the first call to the last watch added.
-    /// (The library gets its own mode when it watches trees.)
     private static func floorTree(root: String) throws(BenchError) {
         guard let floor = cif_floor_open() else { throw .system("floor: inotify_init1") }
         defer { cif_floor_close(floor) }
