@@ -288,4 +288,32 @@ final class TreeTests: WatchedDirectoryTestCase {
         outside.touch("d/later")
         XCTAssertEqual(delivered(), [])
     }
+
+    /// A level of 64 directories or more is watched and listed on every core: the same tree, the
+    /// same reports, whatever thread made each system call.
+    func testALargeTreeIsWatchedWholeAndAMovedInOneReportedWhole() throws {
+        for top in 0..<80 {
+            mkdir("t\(top)")
+            for below in 0..<2 { mkdir("t\(top)/d\(below)") }
+        }
+        try watchTree()
+        XCTAssertEqual(watcher.watchedDirectories().count, 1 + 80 + 160)
+        directory.touch("t79/d1/f")
+        XCTAssertEqual(
+            delivered().filter { $0.kind == .created }, [DirectoryChange(.created, directory.url("t79/d1/f"))])
+
+        let outside = TemporaryDirectory()
+        var expected: Set<FileSystemPath> = []
+        XCTAssertEqual(Glibc.mkdir(outside.url("m"), 0o755), 0)
+        for top in 0..<70 {
+            XCTAssertEqual(Glibc.mkdir(outside.url("m/u\(top)"), 0o755), 0)
+            outside.touch("m/u\(top)/f")
+            expected.formUnion([path("m/u\(top)"), path("m/u\(top)/f")])
+        }
+        rename(outside.url("m"), directory.url("m"))
+        let created = delivered().filter { $0.kind == .created }.map(\.path)
+        XCTAssertEqual(created.count, expected.count)
+        XCTAssertEqual(Set(created), expected)
+        XCTAssertEqual(watcher.watchedDirectories().count, 1 + 80 + 160 + 1 + 70)
+    }
 }

@@ -1,3 +1,4 @@
+import Dispatch
 import Glibc
 
 /// Routes the kernel's events to the watchers: owns the watch table, rename pairing, barrier
@@ -700,92 +701,199 @@ final class Router {
     /// already unlinked, and every change of name (the directory's known names need them).
     private static let treeFlags = InotifyMask.onlyDirectory | InotifyMask.excludeUnlinked | InotifyMask.names
 
-    /// Lists `start`'s directory and watches each subdirectory found, then lists those, and so on,
-    /// breadth first. Each directory is watched before it is listed, so nothing made in it is
-    /// missed: what was made before the watch, the listing shows; what was made after, the
-    /// kernel reports, and a name the listing showed already is recognised as a repeat by the
-    /// directory's known names (``KnownDirectory/apply(_:at:)``). With `reporting` (a directory
-    /// that appeared while watching), what the listings find is reported as created.
+    /// One directory of a tree to watch and list, below a node already in the tree.
+    private struct WalkStep {
+        let parent: TreeNode
+        let name: [UInt8]
+        let path: FileSystemPath
+        let throughLink: Bool
+    }
+
+    /// What watching and listing one directory gave: all that can be made off the loop's
+    /// thread is made where the directory was listed.
+    private struct Walked {
+        var wd: Int32 = -1
+        var failure: SyscallError?
+        /// The watch was added; the failure, if any, is the listing's.
+        var isWatched = false
+        /// The directory as listed.
+        var known: KnownDirectory?
+        /// Every entry, when they are to be reported as created.
+        var entries: [(name: [UInt8], isDirectory: Bool)] = []
+        /// The directories to watch next (excludes applied).
+        var subdirectories: [(name: [UInt8], path: FileSystemPath, throughLink: Bool)] = []
+    }
+
+    /// A level of a walk with this many directories or more is watched and listed on every core;
+    /// below it, on the loop's thread alone (a directory made while watching, most often).
+    static let parallelWalk = 64
+
+    /// Lists `start`'s directory (watched already) and watches each subdirectory found, then
+    /// lists those, and so on, a level at a time. Each directory is watched before it is listed,
+    /// so nothing made in it is missed: what was made before the watch, the listing shows; what
+    /// was made after, the kernel reports, and a name the listing showed already is recognised
+    /// as a repeat by the directory's known names (``KnownDirectory/apply(_:at:)``). With
+    /// `reporting` (a directory that appeared while watching), what the listings find is
+    /// reported as created.
+    ///
+    /// The system calls of a large level (``parallelWalk``) run on every core: no event is read
+    /// meanwhile (this runs as one of the loop's tasks, or while it routes an event), so the
+    /// descriptors they return are all in the table before any event about them is routed.
     private func populate(
         _ start: TreeNode, of tree: WatchedTree, for subscription: Subscription, reporting: Bool, foundByRescan: Bool
     ) {
-        var queue = [start]
-        var head = 0
-        while head < queue.count {
-            let node = queue[head]
-            head += 1
-            let path = node.path
-            let begun = birthClock()
-            var listing: [(name: [UInt8], inode: UInt64, isDirectory: Bool)] = []
-            var links: Set<[UInt8]> = []
-            do {
-                try listNames(path) { name, inode, kind in
-                    listing.append((Array(name), inode, kind == .directory))
-                    if kind == .symbolicLink && subscription.followsLinks { links.insert(Array(name)) }
-                }
-                listingEchoes.insert(node.wd)
-            } catch {
-                treeFailed(error, at: path, for: subscription)
-                continue
+        var first = Walked(wd: start.wd, isWatched: true)
+        list(start.path, into: &first, for: subscription, reporting: reporting)
+        var level = integrate(
+            first, at: start, path: start.path, of: tree, for: subscription, reporting: reporting,
+            foundByRescan: foundByRescan)
+        while !level.isEmpty {
+            let walked = walk(level, for: subscription, reporting: reporting)
+            var next: [WalkStep] = []
+            for (step, result) in zip(level, walked) {
+                guard let node = adopt(step, result, of: tree, for: subscription) else { continue }
+                next += integrate(
+                    result, at: node, path: step.path, of: tree, for: subscription, reporting: reporting,
+                    foundByRescan: foundByRescan)
             }
-            if known[node.wd] == nil {
-                let directory = KnownDirectory(listing: listing, listedAfter: begun, at: wallClock())
-                known[node.wd] = directory
-            }
-            let reportsCreated = reporting && subscription.mask & InotifyMask.create != 0
-            for (name, _, isDirectory) in listing {
-                if reportsCreated {
-                    collect(
-                        DirectoryChange(
-                            kind: .created, path: path.appending(bytes: name[...]), isDirectory: isDirectory,
-                            foundByRescan: foundByRescan), for: subscription)
-                }
-                let isLink = !links.isEmpty && links.contains(name)
-                if isDirectory || isLink,
-                    let child = watch(name[...], of: node, in: tree, for: subscription, throughLink: isLink)
-                {
-                    queue.append(child)
-                }
-            }
+            level = next
         }
     }
 
-    /// Adds the kernel watch of the directory `name` in `parent`, and its node. Nil when there is
-    /// nothing new to list: the directory is excluded, gone or cannot be watched (a followed link
-    /// that leads to no directory), or it is in the tree already. Reached by its own name, such a
-    /// directory moved while its events were lost (a rescan found it here): its node moves.
-    /// Reached through a link, it stays where it was reached first (a loop, or a second link).
+    /// Watches and lists each directory of a level, on every core when the level is large (this
+    /// thread among them).
+    private func walk(_ level: [WalkStep], for subscription: Subscription, reporting: Bool) -> [Walked] {
+        let one = walker(for: subscription, reporting: reporting)
+        guard level.count >= Self.parallelWalk else { return level.map(one) }
+        var results = [Walked](repeating: Walked(), count: level.count)
+        results.withUnsafeMutableBufferPointer { buffer in
+            let work = ParallelWork(level: level, results: buffer, one: one)
+            DispatchQueue.concurrentPerform(iterations: level.count) { work.run($0) }
+        }
+        return results
+    }
+
+    /// Watches and lists one directory: its system calls alone, touching no state of the
+    /// router, so it may run on any thread.
+    private func walker(for subscription: Subscription, reporting: Bool) -> (WalkStep) -> Walked {
+        let table = table
+        let follow = subscription.followsLinks ? 0 : InotifyMask.dontFollow
+        let mask = subscription.mask
+        return { step in
+            var result = Walked()
+            do throws(SyscallError) {
+                result.wd = try table.kernelWatch(step.path, mask: mask, flags: Self.treeFlags | follow)
+                result.isWatched = true
+            } catch {
+                result.failure = error
+                return result
+            }
+            self.list(step.path, into: &result, for: subscription, reporting: reporting)
+            return result
+        }
+    }
+
+    /// Lists the directory at `path` into `result`. Touches no state of the router: it may run
+    /// on any thread.
+    private func list(
+        _ path: FileSystemPath, into result: inout Walked, for subscription: Subscription, reporting: Bool
+    ) {
+        let begun = birthClock()
+        var listing: [(name: [UInt8], inode: UInt64, isDirectory: Bool)] = []
+        var subdirectories: [(name: [UInt8], path: FileSystemPath, throughLink: Bool)] = []
+        let follows = subscription.followsLinks
+        do {
+            try listNames(path) { name, inode, kind in
+                let name = Array(name)
+                listing.append((name, inode, kind == .directory))
+                let isLink = follows && kind == .symbolicLink
+                guard kind == .directory || isLink else { return }
+                let childPath = path.appending(bytes: name[...])
+                if let exclusions = subscription.exclusions, exclusions.excludes(childPath, under: subscription.root) {
+                    return
+                }
+                subdirectories.append((name, childPath, isLink))
+            }
+        } catch {
+            result.failure = error
+            return
+        }
+        result.known = KnownDirectory(listing: listing, listedAfter: begun, at: wallClock())
+        result.subdirectories = subdirectories
+        if reporting { result.entries = listing.map { ($0.name, $0.isDirectory) } }
+    }
+
+    /// The node of a directory the walk watched, new in the tree; nil when there is nothing more
+    /// to do for it: it could not be watched, or its descriptor is in the tree already. Reached by
+    /// its own name, such a directory moved while its events were lost (a rescan found it here):
+    /// its node moves. Reached through a link, it stays where it was reached first (a loop, or a
+    /// second link to it).
+    private func adopt(_ step: WalkStep, _ result: Walked, of tree: WatchedTree, for subscription: Subscription)
+        -> TreeNode?
+    {
+        guard result.isWatched else {
+            // A link that leads nowhere, or to a file, is no directory to watch.
+            if let failure = result.failure, !step.throughLink { treeFailed(failure, at: step.path, for: subscription) }
+            return nil
+        }
+        if let existing = tree.node(result.wd) {
+            table.insert(subscription, wd: result.wd, directory: step.path, mask: subscription.mask, node: existing)
+            if !step.throughLink, !existing.isRoot, !step.parent.isInside(existing) {
+                tree.move(existing, to: step.name, in: step.parent)
+            }
+            return nil
+        }
+        let node = tree.add(step.name, of: step.parent, wd: result.wd)
+        table.insert(subscription, wd: result.wd, directory: step.path, mask: subscription.mask, node: node)
+        return node
+    }
+
+    /// Records what the listing of `node`'s directory found, reports it when `reporting`, and
+    /// returns the subdirectories to watch next.
+    private func integrate(
+        _ result: Walked, at node: TreeNode, path: FileSystemPath, of tree: WatchedTree,
+        for subscription: Subscription, reporting: Bool, foundByRescan: Bool
+    ) -> [WalkStep] {
+        guard let directory = result.known else {
+            if let failure = result.failure { treeFailed(failure, at: path, for: subscription) }
+            return []
+        }
+        listingEchoes.insert(node.wd)
+        if known[node.wd] == nil { known[node.wd] = directory }
+        if reporting && subscription.mask & InotifyMask.create != 0 {
+            for entry in result.entries {
+                collect(
+                    DirectoryChange(
+                        kind: .created, path: path.appending(bytes: entry.name[...]), isDirectory: entry.isDirectory,
+                        foundByRescan: foundByRescan),
+                    for: subscription)
+            }
+        }
+        return result.subdirectories.map {
+            WalkStep(parent: node, name: $0.name, path: $0.path, throughLink: $0.throughLink)
+        }
+    }
+
+    /// Adds the kernel watch of the directory `name` in `parent`, and its node (see
+    /// ``adopt(_:_:of:for:)``); nil when it is excluded or there is nothing new to list.
     private func watch(
         _ name: ArraySlice<UInt8>, of parent: TreeNode, in tree: WatchedTree, for subscription: Subscription,
         throughLink: Bool = false
     ) -> TreeNode? {
         let path = parent.path.appending(bytes: name)
         if let exclusions = subscription.exclusions, exclusions.excludes(path, under: subscription.root) { return nil }
-        var existing: TreeNode?
-        var added: TreeNode?
+        let step = WalkStep(parent: parent, name: Array(name), path: path, throughLink: throughLink)
+        var result = Walked()
         do {
             // Not following links unless asked: a directory replaced by a link since it was
             // listed is then refused (ENOTDIR) rather than followed out of the tree.
             let follow = subscription.followsLinks ? 0 : InotifyMask.dontFollow
-            try table.add(
-                subscription, directory: path, mask: subscription.mask, flags: Self.treeFlags | follow,
-                node: { wd in
-                    if let node = tree.node(wd) {
-                        existing = node
-                        return node
-                    }
-                    added = tree.add(Array(name), of: parent, wd: wd)
-                    return added
-                })
+            result.wd = try table.kernelWatch(path, mask: subscription.mask, flags: Self.treeFlags | follow)
+            result.isWatched = true
         } catch {
-            // A link that leads nowhere, or to a file, is no directory to watch.
-            if !throughLink { treeFailed(error, at: path, for: subscription) }
-            return nil
+            result.failure = error
         }
-        if let existing, !throughLink, !existing.isRoot, !parent.isInside(existing) {
-            tree.move(existing, to: Array(name), in: parent)
-        }
-        return added
+        return adopt(step, result, of: tree, for: subscription)
     }
 
     /// A directory appeared in (created, moved in) or left (removed, moved out) the tree
@@ -915,4 +1023,20 @@ final class Router {
             }
         }
     }
+}
+
+/// A large level of a tree's walk, shared by the threads that watch and list it: each writes the
+/// result of the directories it was given, at their index, and nothing else.
+private final class ParallelWork<Step, Result>: @unchecked Sendable {
+    private let level: [Step]
+    private let results: UnsafeMutableBufferPointer<Result>
+    private let one: (Step) -> Result
+
+    init(level: [Step], results: UnsafeMutableBufferPointer<Result>, one: @escaping (Step) -> Result) {
+        self.level = level
+        self.results = results
+        self.one = one
+    }
+
+    func run(_ index: Int) { results[index] = one(level[index]) }
 }

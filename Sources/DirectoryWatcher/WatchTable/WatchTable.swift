@@ -68,8 +68,25 @@ struct WatchTable<Subscriber: AnyObject> {
         _ subscriber: Subscriber, directory: FileSystemPath, mask: UInt32, flags: UInt32 = 0,
         only: WatchedEntry? = nil, node: (Int32) -> TreeNode? = { _ in nil }
     ) throws(SyscallError) -> Int32 {
-        let wd = try system.inotifyAddWatch(inotifyFD, path: directory, mask: mask | flags | InotifyMask.maskAdd)
-        let watch = Watch(subscriber: subscriber, directory: directory, mask: mask, entry: only, node: node(wd))
+        let wd = try kernelWatch(directory, mask: mask, flags: flags)
+        insert(subscriber, wd: wd, directory: directory, mask: mask, only: only, node: node(wd))
+        return wd
+    }
+
+    /// The kernel half of ``add(_:directory:mask:flags:only:node:)``: the system call alone,
+    /// which touches no state of the table, so a tree's walk can make it from several threads
+    /// and ``insert(_:wd:directory:mask:only:node:)`` the descriptors afterwards, on the loop.
+    func kernelWatch(_ directory: FileSystemPath, mask: UInt32, flags: UInt32) throws(SyscallError) -> Int32 {
+        try system.inotifyAddWatch(inotifyFD, path: directory, mask: mask | flags | InotifyMask.maskAdd)
+    }
+
+    /// The table's half of ``add(_:directory:mask:flags:only:node:)``, for a descriptor that
+    /// ``kernelWatch(_:mask:flags:)`` returned.
+    mutating func insert(
+        _ subscriber: Subscriber, wd: Int32, directory: FileSystemPath, mask: UInt32, only: WatchedEntry? = nil,
+        node: TreeNode?
+    ) {
+        let watch = Watch(subscriber: subscriber, directory: directory, mask: mask, entry: only, node: node)
         if var entry = entries[wd] {
             entry.kernelMask |= mask
             if let index = entry.watches.firstIndex(where: { $0.subscriber === subscriber }) {
@@ -81,7 +98,6 @@ struct WatchTable<Subscriber: AnyObject> {
         } else {
             entries[wd] = Entry(watches: [watch], kernelMask: mask)
         }
-        return wd
     }
 
     /// Removes `subscriber` from `wd`; removes the kernel watch when no subscriber is left.
