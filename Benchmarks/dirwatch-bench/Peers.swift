@@ -60,8 +60,8 @@ struct Peers {
             (
                 Peer(
                     name: "dirwatch --json",
-                    command: { directory, _ in [dirwatch, "--json", directory] },
-                    readyMarker: "Watches established", createdMarker: "\"created\"", recursive: false,
+                    command: { directory, recursive in [dirwatch, "--json"] + (recursive ? ["-r"] : []) + [directory] },
+                    readyMarker: "Watches established", createdMarker: "\"created\"", recursive: true,
                     mergeStandardError: true),
                 access(dirwatch, X_OK) == 0
                     ? nil : "dirwatch not built next to the bench (swift build -c release --product dirwatch)"

@@ -179,7 +179,10 @@ final class TreeTests: WatchedDirectoryTestCase {
         let notices = changes.filter { $0.kind == .overflow }
         XCTAssertEqual(notices.map(\.path), [path("a/deep")])
         XCTAssertEqual(notices.first?.error?.code, .watchLimitReached)
-        XCTAssertTrue(notices.first?.error?.description.contains("fs.inotify.max_user_watches") ?? false)
+        let message = notices.first?.error?.description ?? ""
+        XCTAssertTrue(message.contains("fs.inotify.max_user_watches"), message)
+        // How far it got, and the limit (read from /proc).
+        XCTAssertTrue(message.contains("3 directories of this tree are watched; the limit is "), message)
         XCTAssertEqual(changes.filter { $0.kind == .created }, [DirectoryChange(.created, directory.url("b/f"))])
         XCTAssertEqual(
             Set(watcher.watchedDirectories()),
@@ -315,5 +318,31 @@ final class TreeTests: WatchedDirectoryTestCase {
         XCTAssertEqual(created.count, expected.count)
         XCTAssertEqual(Set(created), expected)
         XCTAssertEqual(watcher.watchedDirectories().count, 1 + 80 + 160 + 1 + 70)
+    }
+
+    /// An unreadable directory part-way (root reads anything, so the refusal is injected): the
+    /// watcher is told which and why, and the rest of the tree is watched.
+    func testAnUnreadableSubdirectoryIsReportedAndSkipped() throws {
+        mkdir("a")
+        mkdir("a/secret")
+        mkdir("a/secret/below")
+        mkdir("b")
+        let calls = SystemCalls.live.failing(\.openDirectory, errno: EACCES) { path in
+            String(cString: path).hasSuffix("/secret")
+        }
+        let loop = try EventLoop(system: System(calls))
+        defer { loop.shutdown() }
+        try watch {
+            try DirectoryWatcher.make(
+                path: directory.path, options: DirectoryWatcher.Options(recursive: true), delegate: $0, queue: nil,
+                loop: loop)
+        }
+        directory.touch("b/f")
+        let changes = delivered()
+        let notices = changes.filter { $0.kind == .overflow }
+        XCTAssertEqual(notices.map(\.path), [path("a/secret")])
+        XCTAssertEqual(notices.first?.error?.code, .permissionDenied)
+        XCTAssertEqual(changes.filter { $0.kind == .created }, [DirectoryChange(.created, directory.url("b/f"))])
+        XCTAssertFalse(watcher.watchedDirectories().contains(path("a/secret/below")))
     }
 }

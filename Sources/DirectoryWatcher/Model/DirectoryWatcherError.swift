@@ -50,12 +50,17 @@ public struct DirectoryWatcherError: Error, Hashable, Sendable, CustomStringConv
     public let function: String?
     /// The `errno` value behind the error; nil for ``Code/emptyPath`` and ``Code/notAnEntry``.
     public let errno: Int32?
+    /// What else the library knows of the failure, in words: for the watch limit reached
+    /// part-way through a tree, how many of its directories are watched and what the limit is.
+    /// Part of ``reason``.
+    public let detail: String?
 
-    public init(code: Code, path: String, function: String? = nil, errno: Int32? = nil) {
+    public init(code: Code, path: String, function: String? = nil, errno: Int32? = nil, detail: String? = nil) {
         self.code = code
         self.path = path
         self.function = function
         self.errno = errno
+        self.detail = detail
     }
 
     /// What went wrong and what to do, naming the path.
@@ -65,6 +70,11 @@ public struct DirectoryWatcherError: Error, Hashable, Sendable, CustomStringConv
 
     /// The cause in words, without the path: what ``description`` says after it.
     public var reason: String {
+        guard let detail else { return cause }
+        return cause + " (" + detail + ")"
+    }
+
+    private var cause: String {
         switch code {
         case .emptyPath: return "the path is empty; pass a directory such as \".\""
         case .notAnEntry: return "not a file in a directory (a file watch needs a path such as \"dir/name\")"

@@ -26,7 +26,7 @@ final class Router {
     // that thread), so the runtime's exclusivity checks would only cost time: four of them per
     // event routed, about 300 instructions, a tenth of the library's work per change.
 
-    @exclusivity(unchecked) private var table: WatchTable<Subscription>
+    @exclusivity(unchecked) var table: WatchTable<Subscription>
     @exclusivity(unchecked) private var subscriptions: [ObjectIdentifier: Subscription] = [:]
     @exclusivity(unchecked) private var pairing: MovePairing
     @exclusivity(unchecked) private var barrier = BarrierState<BarrierRequest>()
@@ -36,7 +36,7 @@ final class Router {
     @exclusivity(unchecked) private var ready: [Mailbox] = []
     /// What the watchers have been told of each kernel-watched directory whose watchers keep
     /// snapshots (``Subscription/keepsSnapshot``), by watch descriptor.
-    @exclusivity(unchecked) private var known = ByDescriptor<KnownDirectory>()
+    @exclusivity(unchecked) var known = ByDescriptor<KnownDirectory>()
     /// Kept directories whose first listing the subscribing thread is reading (see
     /// ``subscribeDeferringListing(_:)``): what the events said of them meanwhile, to apply to
     /// the listing when it arrives.
@@ -55,13 +55,13 @@ final class Router {
     @exclusivity(unchecked) private var barriersAfterRescan: [BarrierRequest] = []
     /// Directories the router has just listed: their own open, read and close of the directory
     /// come back as events on it, which are the router's echo, not a watcher's change.
-    @exclusivity(unchecked) private var listingEchoes: Set<Int32> = []
+    @exclusivity(unchecked) var listingEchoes: Set<Int32> = []
     private let listDirectory: (FileSystemPath) throws(SyscallError) -> Snapshot
     /// Lists a directory's names, inodes and types, calling the given function with each.
     typealias NameLister = (FileSystemPath, (ArraySlice<UInt8>, UInt64, EntryStatus.Kind) -> Void) throws(SyscallError)
         ->
         Void
-    private let listNames: NameLister
+    let listNames: NameLister
     /// Kept directories with entries whose inode is not on record (``KnownDirectory/lacksInodes``).
     /// The router lists their names once the loop has been idle for ``learningIdle`` (or, under
     /// a steady stream of events, ``learningLatest`` after the first such entry). Not at a
@@ -85,10 +85,10 @@ final class Router {
         let wanted = min(lastEventRead + Self.learningIdle, lackingSince + Self.learningLatest)
         return max(wanted, lastLearning + learningSpacing)
     }
-    private let wallClock: () -> Snapshot.Time
+    let wallClock: () -> Snapshot.Time
     /// The clock of file birth times (``System/coarseWallClockNow()``), read before names are
     /// listed to learn inodes.
-    private let birthClock: () -> Snapshot.Time
+    let birthClock: () -> Snapshot.Time
     /// The wall-clock time of the read being routed, and that read's monotonic time.
     @exclusivity(unchecked) private var wallNow = Snapshot.Time(seconds: 0, nanoseconds: 0)
     @exclusivity(unchecked) private var wallNowRead: UInt64 = .max
@@ -469,7 +469,7 @@ final class Router {
         if to.has(InotifyMask.isDirectory) { treeMoved(from: from, to: to, sources: sources, targets: targets) }
     }
 
-    private func collect(_ change: DirectoryChange, for subscription: Subscription) {
+    func collect(_ change: DirectoryChange, for subscription: Subscription) {
         if let exclusions = subscription.exclusions, exclusions.excludes(change, under: subscription.root) { return }
         if subscription.collect(change) { dirty.append(subscription) }
         if ChangeTranslation.endsWatch(change) {
@@ -486,7 +486,7 @@ final class Router {
     }
 
     /// Takes `subscription` off the kernel watch `wd`.
-    private func release(_ wd: Int32, for subscription: Subscription) {
+    func release(_ wd: Int32, for subscription: Subscription) {
         table.remove(subscription, from: wd)
         // Kept while a watcher of the directory keeps snapshots (a notice-only watcher that
         // stays has no use for it).
@@ -695,298 +695,6 @@ final class Router {
         if let mailbox { ready.append(mailbox) }
     }
 
-    // MARK: - Trees
-
-    /// The kernel-only bits of a tree directory's watch: directories only, no events for entries
-    /// already unlinked, and every change of name (the directory's known names need them).
-    private static let treeFlags = InotifyMask.onlyDirectory | InotifyMask.excludeUnlinked | InotifyMask.names
-
-    /// One directory of a tree to watch and list, below a node already in the tree.
-    private struct WalkStep {
-        let parent: TreeNode
-        let name: [UInt8]
-        let path: FileSystemPath
-        let throughLink: Bool
-    }
-
-    /// What watching and listing one directory gave: all that can be made off the loop's
-    /// thread is made where the directory was listed.
-    private struct Walked {
-        var wd: Int32 = -1
-        var failure: SyscallError?
-        /// The watch was added; the failure, if any, is the listing's.
-        var isWatched = false
-        /// The directory as listed.
-        var known: KnownDirectory?
-        /// Every entry, when they are to be reported as created.
-        var entries: [(name: [UInt8], isDirectory: Bool)] = []
-        /// The directories to watch next (excludes applied).
-        var subdirectories: [(name: [UInt8], path: FileSystemPath, throughLink: Bool)] = []
-    }
-
-    /// A level of a walk with this many directories or more is watched and listed on every core;
-    /// below it, on the loop's thread alone (a directory made while watching, most often).
-    static let parallelWalk = 64
-
-    /// Lists `start`'s directory (watched already) and watches each subdirectory found, then
-    /// lists those, and so on, a level at a time. Each directory is watched before it is listed,
-    /// so nothing made in it is missed: what was made before the watch, the listing shows; what
-    /// was made after, the kernel reports, and a name the listing showed already is recognised
-    /// as a repeat by the directory's known names (``KnownDirectory/apply(_:at:)``). With
-    /// `reporting` (a directory that appeared while watching), what the listings find is
-    /// reported as created.
-    ///
-    /// The system calls of a large level (``parallelWalk``) run on every core: no event is read
-    /// meanwhile (this runs as one of the loop's tasks, or while it routes an event), so the
-    /// descriptors they return are all in the table before any event about them is routed.
-    private func populate(
-        _ start: TreeNode, of tree: WatchedTree, for subscription: Subscription, reporting: Bool, foundByRescan: Bool
-    ) {
-        var first = Walked(wd: start.wd, isWatched: true)
-        list(start.path, into: &first, for: subscription, reporting: reporting)
-        var level = integrate(
-            first, at: start, path: start.path, of: tree, for: subscription, reporting: reporting,
-            foundByRescan: foundByRescan)
-        while !level.isEmpty {
-            let walked = walk(level, for: subscription, reporting: reporting)
-            var next: [WalkStep] = []
-            for (step, result) in zip(level, walked) {
-                guard let node = adopt(step, result, of: tree, for: subscription) else { continue }
-                next += integrate(
-                    result, at: node, path: step.path, of: tree, for: subscription, reporting: reporting,
-                    foundByRescan: foundByRescan)
-            }
-            level = next
-        }
-    }
-
-    /// Watches and lists each directory of a level, on every core when the level is large (this
-    /// thread among them).
-    private func walk(_ level: [WalkStep], for subscription: Subscription, reporting: Bool) -> [Walked] {
-        let one = walker(for: subscription, reporting: reporting)
-        guard level.count >= Self.parallelWalk else { return level.map(one) }
-        var results = [Walked](repeating: Walked(), count: level.count)
-        results.withUnsafeMutableBufferPointer { buffer in
-            let work = ParallelWork(level: level, results: buffer, one: one)
-            DispatchQueue.concurrentPerform(iterations: level.count) { work.run($0) }
-        }
-        return results
-    }
-
-    /// Watches and lists one directory: its system calls alone, touching no state of the
-    /// router, so it may run on any thread.
-    private func walker(for subscription: Subscription, reporting: Bool) -> (WalkStep) -> Walked {
-        let table = table
-        let follow = subscription.followsLinks ? 0 : InotifyMask.dontFollow
-        let mask = subscription.mask
-        return { step in
-            var result = Walked()
-            do throws(SyscallError) {
-                result.wd = try table.kernelWatch(step.path, mask: mask, flags: Self.treeFlags | follow)
-                result.isWatched = true
-            } catch {
-                result.failure = error
-                return result
-            }
-            self.list(step.path, into: &result, for: subscription, reporting: reporting)
-            return result
-        }
-    }
-
-    /// Lists the directory at `path` into `result`. Touches no state of the router: it may run
-    /// on any thread.
-    private func list(
-        _ path: FileSystemPath, into result: inout Walked, for subscription: Subscription, reporting: Bool
-    ) {
-        let begun = birthClock()
-        var listing: [(name: [UInt8], inode: UInt64, isDirectory: Bool)] = []
-        var subdirectories: [(name: [UInt8], path: FileSystemPath, throughLink: Bool)] = []
-        let follows = subscription.followsLinks
-        do {
-            try listNames(path) { name, inode, kind in
-                let name = Array(name)
-                listing.append((name, inode, kind == .directory))
-                let isLink = follows && kind == .symbolicLink
-                guard kind == .directory || isLink else { return }
-                let childPath = path.appending(bytes: name[...])
-                if let exclusions = subscription.exclusions, exclusions.excludes(childPath, under: subscription.root) {
-                    return
-                }
-                subdirectories.append((name, childPath, isLink))
-            }
-        } catch {
-            result.failure = error
-            return
-        }
-        result.known = KnownDirectory(listing: listing, listedAfter: begun, at: wallClock())
-        result.subdirectories = subdirectories
-        if reporting { result.entries = listing.map { ($0.name, $0.isDirectory) } }
-    }
-
-    /// The node of a directory the walk watched, new in the tree; nil when there is nothing more
-    /// to do for it: it could not be watched, or its descriptor is in the tree already. Reached by
-    /// its own name, such a directory moved while its events were lost (a rescan found it here):
-    /// its node moves. Reached through a link, it stays where it was reached first (a loop, or a
-    /// second link to it).
-    private func adopt(_ step: WalkStep, _ result: Walked, of tree: WatchedTree, for subscription: Subscription)
-        -> TreeNode?
-    {
-        guard result.isWatched else {
-            // A link that leads nowhere, or to a file, is no directory to watch.
-            if let failure = result.failure, !step.throughLink { treeFailed(failure, at: step.path, for: subscription) }
-            return nil
-        }
-        if let existing = tree.node(result.wd) {
-            table.insert(subscription, wd: result.wd, directory: step.path, mask: subscription.mask, node: existing)
-            if !step.throughLink, !existing.isRoot, !step.parent.isInside(existing) {
-                tree.move(existing, to: step.name, in: step.parent)
-            }
-            return nil
-        }
-        let node = tree.add(step.name, of: step.parent, wd: result.wd)
-        table.insert(subscription, wd: result.wd, directory: step.path, mask: subscription.mask, node: node)
-        return node
-    }
-
-    /// Records what the listing of `node`'s directory found, reports it when `reporting`, and
-    /// returns the subdirectories to watch next.
-    private func integrate(
-        _ result: Walked, at node: TreeNode, path: FileSystemPath, of tree: WatchedTree,
-        for subscription: Subscription, reporting: Bool, foundByRescan: Bool
-    ) -> [WalkStep] {
-        guard let directory = result.known else {
-            if let failure = result.failure { treeFailed(failure, at: path, for: subscription) }
-            return []
-        }
-        listingEchoes.insert(node.wd)
-        if known[node.wd] == nil { known[node.wd] = directory }
-        if reporting && subscription.mask & InotifyMask.create != 0 {
-            for entry in result.entries {
-                collect(
-                    DirectoryChange(
-                        kind: .created, path: path.appending(bytes: entry.name[...]), isDirectory: entry.isDirectory,
-                        foundByRescan: foundByRescan),
-                    for: subscription)
-            }
-        }
-        return result.subdirectories.map {
-            WalkStep(parent: node, name: $0.name, path: $0.path, throughLink: $0.throughLink)
-        }
-    }
-
-    /// Adds the kernel watch of the directory `name` in `parent`, and its node (see
-    /// ``adopt(_:_:of:for:)``); nil when it is excluded or there is nothing new to list.
-    private func watch(
-        _ name: ArraySlice<UInt8>, of parent: TreeNode, in tree: WatchedTree, for subscription: Subscription,
-        throughLink: Bool = false
-    ) -> TreeNode? {
-        let path = parent.path.appending(bytes: name)
-        if let exclusions = subscription.exclusions, exclusions.excludes(path, under: subscription.root) { return nil }
-        let step = WalkStep(parent: parent, name: Array(name), path: path, throughLink: throughLink)
-        var result = Walked()
-        do {
-            // Not following links unless asked: a directory replaced by a link since it was
-            // listed is then refused (ENOTDIR) rather than followed out of the tree.
-            let follow = subscription.followsLinks ? 0 : InotifyMask.dontFollow
-            result.wd = try table.kernelWatch(path, mask: subscription.mask, flags: Self.treeFlags | follow)
-            result.isWatched = true
-        } catch {
-            result.failure = error
-        }
-        return adopt(step, result, of: tree, for: subscription)
-    }
-
-    /// A directory appeared in (created, moved in) or left (removed, moved out) the tree
-    /// directory `node` of `subscription`.
-    private func treeChanged(
-        _ name: ArraySlice<UInt8>, at node: TreeNode, appeared: Bool, for subscription: Subscription,
-        foundByRescan: Bool, throughLink: Bool = false
-    ) {
-        guard let tree = subscription.loop.tree, tree.node(node.wd) === node else { return }
-        if appeared {
-            guard node.child(name) == nil,
-                let child = watch(name, of: node, in: tree, for: subscription, throughLink: throughLink)
-            else {
-                return
-            }
-            populate(child, of: tree, for: subscription, reporting: true, foundByRescan: foundByRescan)
-        } else if let child = node.child(name) {
-            // Its watches go with it; what was below it is not reported one by one.
-            for wd in tree.remove(child) { release(wd, for: subscription) }
-        }
-    }
-
-    /// An event about an entry of the tree directory `node`: a directory appeared or left; with
-    /// links followed, an entry created may be a link to a directory (the watch is tried: a
-    /// system call per entry created, which following links costs), and one removed may have
-    /// been a followed link.
-    private func treeEvent(_ event: InotifyEvent, at node: TreeNode, for subscription: Subscription) {
-        let appeared = event.has(InotifyMask.create | InotifyMask.movedTo)
-        if event.has(InotifyMask.isDirectory) {
-            treeChanged(event.name, at: node, appeared: appeared, for: subscription, foundByRescan: false)
-        } else if !appeared, !node.children.isEmpty, event.has(InotifyMask.delete | InotifyMask.movedFrom) {
-            treeChanged(event.name, at: node, appeared: false, for: subscription, foundByRescan: false)
-        } else if appeared, subscription.followsLinks {
-            treeChanged(
-                event.name, at: node, appeared: true, for: subscription, foundByRescan: false, throughLink: true)
-        }
-    }
-
-    /// A directory renamed or moved, as each recursive watcher sees it: inside its tree, the node
-    /// follows (its watches stay, and the paths below it change with it); out of it, its watches
-    /// go; into it, it is watched and its entries reported.
-    private func treeMoved(
-        from: InotifyEvent, to: InotifyEvent, sources: [WatchTable<Subscription>.Watch],
-        targets: [WatchTable<Subscription>.Watch]
-    ) {
-        var seen: Set<ObjectIdentifier> = []
-        for watch in sources + targets where !watch.subscriber.loop.isEnded {
-            let subscription = watch.subscriber
-            guard let tree = subscription.loop.tree, seen.insert(ObjectIdentifier(subscription)).inserted else {
-                continue
-            }
-            let source = sources.first { $0.subscriber === subscription }?.node
-            let target = targets.first { $0.subscriber === subscription }?.node
-            if let source, let target, let moved = source.child(from.name), tree.node(target.wd) === target {
-                move(moved, to: to.name, in: target, of: tree, for: subscription)
-            } else {
-                if let source {
-                    treeChanged(from.name, at: source, appeared: false, for: subscription, foundByRescan: false)
-                }
-                if let target {
-                    treeChanged(to.name, at: target, appeared: true, for: subscription, foundByRescan: false)
-                }
-            }
-        }
-    }
-
-    /// A directory of the tree renamed or moved inside it: its node follows, or, renamed to a name
-    /// the watcher excludes, it is let go.
-    private func move(
-        _ moved: TreeNode, to name: ArraySlice<UInt8>, in target: TreeNode, of tree: WatchedTree,
-        for subscription: Subscription
-    ) {
-        guard !target.isInside(moved) else { return }
-        if let exclusions = subscription.exclusions,
-            exclusions.excludes(target.path.appending(bytes: name), under: subscription.root)
-        {
-            for wd in tree.remove(moved) { release(wd, for: subscription) }
-        } else {
-            tree.move(moved, to: Array(name), in: target)
-        }
-    }
-
-    /// A directory of a tree that could not be watched or listed. Gone already: nothing to say
-    /// (its parent reports its removal). Otherwise the watcher is told that changes below it
-    /// are not seen, and why.
-    private func treeFailed(_ error: SyscallError, at path: FileSystemPath, for subscription: Subscription) {
-        guard error.errno != ENOENT && error.errno != ENOTDIR else { return }
-        collect(
-            DirectoryChange(
-                kind: .overflow, path: path, isDirectory: true,
-                error: DirectoryWatcherError(error, path: path.description)), for: subscription)
-    }
-
     // MARK: - Barriers
 
     private func barrierReached() {
@@ -1023,20 +731,4 @@ final class Router {
             }
         }
     }
-}
-
-/// A large level of a tree's walk, shared by the threads that watch and list it: each writes the
-/// result of the directories it was given, at their index, and nothing else.
-private final class ParallelWork<Step, Result>: @unchecked Sendable {
-    private let level: [Step]
-    private let results: UnsafeMutableBufferPointer<Result>
-    private let one: (Step) -> Result
-
-    init(level: [Step], results: UnsafeMutableBufferPointer<Result>, one: @escaping (Step) -> Result) {
-        self.level = level
-        self.results = results
-        self.one = one
-    }
-
-    func run(_ index: Int) { results[index] = one(level[index]) }
 }

@@ -4,7 +4,7 @@ extension DirectoryWatcherError {
     /// The public error for a failed system call, naming the path the caller gave. Which `errno`
     /// means what depends on the call: `ENOSPC` from `inotify_add_watch` is the watch limit, not
     /// a full disk; `EMFILE` from `inotify_init1` is the instance limit.
-    init(_ error: SyscallError, path: String) {
+    init(_ error: SyscallError, path: String, detail: String? = nil) {
         let code: Code
         switch (error.errno, error.function) {
         case (ENOENT, _): code = .noSuchPath
@@ -18,6 +18,6 @@ extension DirectoryWatcherError {
         case (ENOMEM, _): code = .outOfMemory
         default: code = .other(errno: error.errno)
         }
-        self.init(code: code, path: path, function: error.function, errno: error.errno)
+        self.init(code: code, path: path, function: error.function, errno: error.errno, detail: detail)
     }
 }

@@ -33,6 +33,7 @@ struct SystemCalls: Sendable {
         ) -> Int32
     var readlink: @Sendable (_ path: UnsafePointer<CChar>, _ buffer: UnsafeMutablePointer<CChar>, _ size: Int) -> Int
     var openDirectory: @Sendable (_ path: UnsafePointer<CChar>) -> Int32
+    var openFile: @Sendable (_ path: UnsafePointer<CChar>) -> Int32
     var getdents64: @Sendable (_ fd: Int32, _ buffer: UnsafeMutableRawPointer, _ count: Int) -> Int
     var entryStatus:
         @Sendable (
@@ -57,6 +58,7 @@ struct SystemCalls: Sendable {
         pthreadCreate: { cdw_thread_create($0, $2, $1) },
         readlink: { Glibc.readlink($0, $1, $2) },
         openDirectory: { cdw_open_directory($0) },
+        openFile: { Glibc.open($0, O_RDONLY | O_CLOEXEC) },
         getdents64: { cdw_getdents64($0, $1, UInt($2)) },
         entryStatus: { cdw_entry_status_at($0, $1, $2) }
     )
@@ -248,6 +250,22 @@ struct System: Sendable {
         try path.withCString { pointer throws(SyscallError) in
             try retrying("open") { calls.openDirectory(pointer) }
         }
+    }
+
+    /// The per-user limit on inotify watches (`fs.inotify.max_user_watches`), read from `/proc`;
+    /// nil when it cannot be read. For messages: a tree that reaches it says how far it got.
+    func watchLimit() -> Int? {
+        let file = FileSystemPath("/proc/sys/fs/inotify/max_user_watches")
+        guard
+            let fd = try? file.withCString({ pointer throws(SyscallError) in
+                try retrying("open") { calls.openFile(pointer) }
+            })
+        else { return nil }
+        defer { close(fd) }
+        var bytes = [UInt8](repeating: 0, count: 32)
+        let count = bytes.withUnsafeMutableBytes { calls.read(fd, $0.baseAddress!, $0.count) }
+        guard count > 0 else { return nil }
+        return Int(String(decoding: bytes[..<count].prefix { $0 >= 0x30 && $0 <= 0x39 }, as: UTF8.self))
     }
 
     /// Reads the next records of the directory `fd` into `buffer`; 0 at the end. The
