@@ -1,5 +1,6 @@
 import Dispatch
 import Glibc
+import Synchronization
 
 /// Trees: a recursive watcher's directories, watched before they are listed, followed through
 /// renames and moves, let go when they leave (see <doc:WatchingATree> and ``WatchedTree``).
@@ -55,10 +56,9 @@ extension Router {
             first, at: start, path: start.path, of: tree, for: subscription, reporting: reporting,
             foundByRescan: foundByRescan)
         while !level.isEmpty {
-            let walked = walk(level, for: subscription, reporting: reporting)
             var next: [WalkStep] = []
-            for (step, result) in zip(level, walked) {
-                guard let node = adopt(step, result, of: tree, for: subscription) else { continue }
+            walk(level, for: subscription, reporting: reporting) { step, result in
+                guard let node = adopt(step, result, of: tree, for: subscription) else { return }
                 next += integrate(
                     result, at: node, path: step.path, of: tree, for: subscription, reporting: reporting,
                     foundByRescan: foundByRescan)
@@ -67,17 +67,25 @@ extension Router {
         }
     }
 
-    /// Watches and lists each directory of a level, on every core when the level is large (this
-    /// thread among them).
-    private func walk(_ level: [WalkStep], for subscription: Subscription, reporting: Bool) -> [Walked] {
+    /// Watches and lists each directory of a level, and hands each result to `record` on this
+    /// thread, in the level's order. A large level is walked on every core: the other cores'
+    /// threads take its directories in turn, and this thread records each result as soon as it
+    /// is ready, walking the next directory itself whenever it would otherwise wait.
+    private func walk(
+        _ level: [WalkStep], for subscription: Subscription, reporting: Bool, record: (WalkStep, Walked) -> Void
+    ) {
         let one = walker(for: subscription, reporting: reporting)
-        guard level.count >= Self.parallelWalk else { return level.map(one) }
-        var results = [Walked](repeating: Walked(), count: level.count)
-        results.withUnsafeMutableBufferPointer { buffer in
-            let work = ParallelWork(level: level, results: buffer, one: one)
-            DispatchQueue.concurrentPerform(iterations: level.count) { work.run($0) }
+        guard level.count >= Self.parallelWalk else {
+            for step in level { record(step, one(step)) }
+            return
         }
-        return results
+        let work = LevelWalk(level, one)
+        let helpers = DispatchGroup()
+        for _ in 0..<max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))) - 1) {
+            DispatchQueue.global().async(group: helpers) { work.walkAll() }
+        }
+        for index in level.indices { record(level[index], work.result(index)) }
+        helpers.wait()
     }
 
     /// Watches and lists one directory: its system calls alone, touching no state of the
@@ -165,7 +173,7 @@ extension Router {
             if let failure = result.failure { treeFailed(failure, at: path, for: subscription) }
             return []
         }
-        listingEchoes.insert(node.wd)
+        expectListingEcho(node.wd)
         if known[node.wd] == nil { known[node.wd] = directory }
         if reporting && subscription.mask & InotifyMask.create != 0 {
             for entry in result.entries {
@@ -302,18 +310,54 @@ extension Router {
     }
 }
 
-/// A large level of a tree's walk, shared by the threads that watch and list it: each writes the
-/// result of the directories it was given, at their index, and nothing else.
-private final class ParallelWork<Step, Result>: @unchecked Sendable {
-    private let level: [Step]
-    private let results: UnsafeMutableBufferPointer<Result>
+/// A large level of a tree's walk, shared by the threads that watch and list it. Each thread
+/// takes the next directory not yet taken (an atomic counter), walks it, writes its result at its
+/// index and marks it ready; the loop's thread reads the results in order, and walks directories
+/// itself while the one it needs next is not ready.
+private final class LevelWalk<Step, Result>: @unchecked Sendable {
+    private let steps: [Step]
     private let one: (Step) -> Result
+    private let results: UnsafeMutableBufferPointer<Result?>
+    private let ready: UnsafeMutablePointer<Atomic<Bool>>
+    private let taken = Atomic<Int>(0)
 
-    init(level: [Step], results: UnsafeMutableBufferPointer<Result>, one: @escaping (Step) -> Result) {
-        self.level = level
-        self.results = results
+    init(_ steps: [Step], _ one: @escaping (Step) -> Result) {
+        self.steps = steps
         self.one = one
+        results = .allocate(capacity: steps.count)
+        results.initialize(repeating: nil)
+        ready = .allocate(capacity: steps.count)
+        for index in steps.indices { (ready + index).initialize(to: Atomic(false)) }
     }
 
-    func run(_ index: Int) { results[index] = one(level[index]) }
+    deinit {
+        results.deinitialize()
+        results.deallocate()
+        ready.deinitialize(count: steps.count)
+        ready.deallocate()
+    }
+
+    /// Walks directories until none is left to take.
+    func walkAll() {
+        while walkNext() {}
+    }
+
+    /// Takes and walks the next directory; false when every one was taken.
+    private func walkNext() -> Bool {
+        let index = taken.wrappingAdd(1, ordering: .relaxed).oldValue
+        guard index < steps.count else { return false }
+        results[index] = one(steps[index])
+        ready[index].store(true, ordering: .releasing)
+        return true
+    }
+
+    /// The result at `index`, once ready; this thread walks others meanwhile.
+    func result(_ index: Int) -> Result {
+        while !ready[index].load(ordering: .acquiring) {
+            if !walkNext() { sched_yield() }
+        }
+        let result = results[index]!
+        results[index] = nil
+        return result
+    }
 }

@@ -55,7 +55,7 @@ final class Router {
     @exclusivity(unchecked) private var barriersAfterRescan: [BarrierRequest] = []
     /// Directories the router has just listed: their own open, read and close of the directory
     /// come back as events on it, which are the router's echo, not a watcher's change.
-    @exclusivity(unchecked) var listingEchoes: Set<Int32> = []
+    @exclusivity(unchecked) private var listingEchoes: Set<Int32> = []
     private let listDirectory: (FileSystemPath) throws(SyscallError) -> Snapshot
     /// Lists a directory's names, inodes and types, calling the given function with each.
     typealias NameLister = (FileSystemPath, (ArraySlice<UInt8>, UInt64, EntryStatus.Kind) -> Void) throws(SyscallError)
@@ -283,7 +283,7 @@ final class Router {
             }
             if deferringListing {
                 pendingListings[wd] = PendingListing()
-                listingEchoes.insert(wd)
+                expectListingEcho(wd)
                 return .success(ListingRequest(wd: wd, path: subscription.root))
             }
             if let snapshot = list(subscription.root, wd: wd) { known[wd] = KnownDirectory(snapshot) }
@@ -528,7 +528,7 @@ final class Router {
             let current: Snapshot
             do {
                 current = try listDirectory(first.directory)
-                listingEchoes.insert(wd)
+                expectListingEcho(wd)
             } catch {
                 for watch in catchingUp { _ = takeCatchUp(watch.subscriber) }
                 rescanFailed(error, watches: afterKernelOverflow ? others + catchingUp : catchingUp)
@@ -632,7 +632,7 @@ final class Router {
                 try directory.learnInodes(listedAfter: start) { visit throws(SyscallError) in
                     try listNames(first.directory) { name, inode, _ in visit(name, inode) }
                 }
-                listingEchoes.insert(wd)
+                expectListingEcho(wd)
             } catch {
                 continue  // gone or unreadable: its own events, or the next rescan, will say
             }
@@ -652,8 +652,16 @@ final class Router {
     /// Lists a watched directory, expecting the echo of its own reading.
     private func list(_ directory: FileSystemPath, wd: Int32) -> Snapshot? {
         guard let snapshot = try? listDirectory(directory) else { return nil }
-        listingEchoes.insert(wd)
+        expectListingEcho(wd)
         return snapshot
+    }
+
+    /// The router is listing the directory of `wd`: its open, reads and close come back as events
+    /// when a watcher of it asked for those (no entry kept otherwise, so that routing an event
+    /// does not look this set up for ever after a tree of 100,000 directories was listed).
+    func expectListingEcho(_ wd: Int32) {
+        let echo = InotifyMask.open | InotifyMask.access | InotifyMask.closeNoWrite
+        if let mask = table.kernelMask(wd), mask & echo != 0 { listingEchoes.insert(wd) }
     }
 
     /// The open, reads and close of a directory the router listed, which the kernel reports on
