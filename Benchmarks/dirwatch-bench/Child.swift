@@ -241,6 +241,7 @@ enum Child {
             let exact = try DirectoryWatcher.watchFolder(path: directory, options: .init(recovery: .exact)) { _ in }
             defer { exact.invalidate() }
             let elapsed = monotonicNanoseconds() - start
+            settle(exact)
             writeAll("snapshot entries=\(entries) heap=\(cbs_heap_bytes_in_use() - heap) ns=\(elapsed)\n", to: 1)
         } catch {
             throw BenchError("library: \(error)")
@@ -273,6 +274,7 @@ enum Child {
             let start = monotonicNanoseconds()
             let tree = try DirectoryWatcher.watchFolder(path: root, options: .init(recursive: true)) { _ in }
             let elapsed = monotonicNanoseconds() - start
+            settle(tree)
             let added = cbs_heap_bytes_in_use() - heap
             let count = tree.watchedDirectories().count - 1
             defer { tree.invalidate() }
@@ -280,6 +282,15 @@ enum Child {
         } catch {
             throw BenchError("library: \(error)")
         }
+    }
+
+    /// Waits for a barrier of `watcher`: the loop has then run every task before it and freed
+    /// what they held (the first listing, handed to the loop in a task), so the heap measured
+    /// next is what the watcher keeps, the same in every round.
+    private static func settle(_ watcher: DirectoryWatcher) {
+        let done = DispatchSemaphore(value: 0)
+        watcher.barrier { done.signal() }
+        done.wait()
     }
 
     /// The floor's naive recursive setup, timed from the first call to the last watch added.
