@@ -1,7 +1,6 @@
 import DirectoryWatcher
 import Dispatch
 import Glibc
-import Synchronization
 
 /// The `dirwatch` command: parses the arguments, sets up one watcher per directory, prints each
 /// batch of changes as it arrives.
@@ -87,7 +86,7 @@ private final class Session: DirectoryWatcherDelegate, @unchecked Sendable {
     private var runner: CommandRunner?
     private var watchers: [DirectoryWatcher] = []
     /// Guards the state and every write, so a batch is never cut by an exit.
-    private let state = Mutex(State())
+    private let state = Guarded(State())
 
     init(options: Options) {
         self.options = options
@@ -170,5 +169,30 @@ private final class Session: DirectoryWatcherDelegate, @unchecked Sendable {
         }
         if !changes.isEmpty { runner?.submit(changes) }
         if let exitStatus { finish(status: exitStatus) }
+    }
+}
+
+/// A value behind a pthread mutex. Not `Synchronization.Mutex`: on Linux a contended `Mutex`
+/// is handed over by the kernel (priority-inheriting futexes), which ThreadSanitizer cannot see,
+/// so it reported a race between two accesses made under the lock (the main thread stopping on
+/// SIGTERM while the loop's thread wrote a batch). pthread's mutex it understands.
+final class Guarded<Value>: @unchecked Sendable {
+    private var value: Value
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+
+    init(_ value: Value) {
+        self.value = value
+        pthread_mutex_init(mutex, nil)
+    }
+
+    deinit {
+        pthread_mutex_destroy(mutex)
+        mutex.deallocate()
+    }
+
+    func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return try body(&value)
     }
 }
