@@ -157,16 +157,14 @@ final class TreeTests: WatchedDirectoryTestCase {
                 }))
     }
 
-    /// `ENOSPC` from `inotify_add_watch` part-way through a tree: the watcher is told which
-    /// directory is not watched and why, and goes on with the rest.
-    func testTheWatchLimitReachedPartWayIsReportedAndTheRestIsWatched() throws {
-        mkdir("a")
-        mkdir("a/deep")
-        mkdir("a/deep/below")
-        mkdir("b")
-        let calls = SystemCalls.live.failing(\.inotifyAddWatch, errno: ENOSPC) { _, path, _ in
-            String(cString: path).hasSuffix("/deep")
-        }
+    /// Watches the tree a, a/`name`, a/`name`/below, b on a loop whose system calls are `calls`
+    /// (a failure injected for a/`name`), makes b/f, and returns what was delivered: the notices
+    /// and the files created. The loop lives until `check` returns.
+    private func watchTree(
+        failingAt name: String, calls: SystemCalls,
+        check: (_ notices: [DirectoryChange], _ created: [DirectoryChange]) -> Void
+    ) throws {
+        for made in ["a", "a/\(name)", "a/\(name)/below", "b"] { mkdir(made) }
         let loop = try EventLoop(system: System(calls))
         defer { loop.shutdown() }
         try watch {
@@ -176,17 +174,27 @@ final class TreeTests: WatchedDirectoryTestCase {
         }
         directory.touch("b/f")
         let changes = delivered()
-        let notices = changes.filter { $0.kind == .overflow }
-        XCTAssertEqual(notices.map(\.path), [path("a/deep")])
-        XCTAssertEqual(notices.first?.error?.code, .watchLimitReached)
-        let message = notices.first?.error?.description ?? ""
-        XCTAssertTrue(message.contains("fs.inotify.max_user_watches"), message)
-        // How far it got, and the limit (read from /proc).
-        XCTAssertTrue(message.contains("3 directories of this tree are watched; the limit is "), message)
-        XCTAssertEqual(changes.filter { $0.kind == .created }, [DirectoryChange(.created, directory.url("b/f"))])
-        XCTAssertEqual(
-            Set(watcher.watchedDirectories()),
-            Set([directory.path, directory.url("a"), directory.url("b")].map { FileSystemPath($0) }))
+        check(changes.filter { $0.kind == .overflow }, changes.filter { $0.kind == .created })
+    }
+
+    /// `ENOSPC` from `inotify_add_watch` part-way through a tree: the watcher is told which
+    /// directory is not watched and why, and goes on with the rest.
+    func testTheWatchLimitReachedPartWayIsReportedAndTheRestIsWatched() throws {
+        let calls = SystemCalls.live.failing(\.inotifyAddWatch, errno: ENOSPC) { _, path, _ in
+            String(cString: path).hasSuffix("/deep")
+        }
+        try watchTree(failingAt: "deep", calls: calls) { notices, created in
+            XCTAssertEqual(notices.map(\.path), [path("a/deep")])
+            XCTAssertEqual(notices.first?.error?.code, .watchLimitReached)
+            let message = notices.first?.error?.description ?? ""
+            XCTAssertTrue(message.contains("fs.inotify.max_user_watches"), message)
+            // How far it got, and the limit (read from /proc).
+            XCTAssertTrue(message.contains("3 directories of this tree are watched; the limit is "), message)
+            XCTAssertEqual(created, [DirectoryChange(.created, directory.url("b/f"))])
+            XCTAssertEqual(
+                Set(watcher.watchedDirectories()),
+                Set([directory.path, directory.url("a"), directory.url("b")].map { FileSystemPath($0) }))
+        }
     }
 
     /// Directories made while the kernel dropped events: the rescan finds them, watches them and
@@ -323,26 +331,14 @@ final class TreeTests: WatchedDirectoryTestCase {
     /// An unreadable directory part-way (root reads anything, so the refusal is injected): the
     /// watcher is told which and why, and the rest of the tree is watched.
     func testAnUnreadableSubdirectoryIsReportedAndSkipped() throws {
-        mkdir("a")
-        mkdir("a/secret")
-        mkdir("a/secret/below")
-        mkdir("b")
         let calls = SystemCalls.live.failing(\.openDirectory, errno: EACCES) { path in
             String(cString: path).hasSuffix("/secret")
         }
-        let loop = try EventLoop(system: System(calls))
-        defer { loop.shutdown() }
-        try watch {
-            try DirectoryWatcher.make(
-                path: directory.path, options: DirectoryWatcher.Options(recursive: true), delegate: $0, queue: nil,
-                loop: loop)
+        try watchTree(failingAt: "secret", calls: calls) { notices, created in
+            XCTAssertEqual(notices.map(\.path), [path("a/secret")])
+            XCTAssertEqual(notices.first?.error?.code, .permissionDenied)
+            XCTAssertEqual(created, [DirectoryChange(.created, directory.url("b/f"))])
+            XCTAssertFalse(watcher.watchedDirectories().contains(path("a/secret/below")))
         }
-        directory.touch("b/f")
-        let changes = delivered()
-        let notices = changes.filter { $0.kind == .overflow }
-        XCTAssertEqual(notices.map(\.path), [path("a/secret")])
-        XCTAssertEqual(notices.first?.error?.code, .permissionDenied)
-        XCTAssertEqual(changes.filter { $0.kind == .created }, [DirectoryChange(.created, directory.url("b/f"))])
-        XCTAssertFalse(watcher.watchedDirectories().contains(path("a/secret/below")))
     }
 }
