@@ -1,6 +1,9 @@
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
+#include <time.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -14,10 +17,30 @@ int cdw_epoll_ctl(int epfd, int op, int fd, uint32_t events, uint64_t token) {
     return epoll_ctl(epfd, op, fd, &event);
 }
 
-int cdw_epoll_wait(int epfd, uint64_t *tokens, uint32_t *events, int maxevents, int timeout) {
+#ifdef SYS_epoll_pwait2
+static _Atomic int pwait2_missing;
+#endif
+
+int cdw_epoll_wait(int epfd, uint64_t *tokens, uint32_t *events, int maxevents, int64_t timeout_ns) {
     struct epoll_event ready[16];
     if (maxevents > 16) maxevents = 16;
-    int count = epoll_wait(epfd, ready, maxevents, timeout);
+    int count = -1;
+    int waited = 0;
+#ifdef SYS_epoll_pwait2
+    if (timeout_ns > 0 && !pwait2_missing) {
+        struct timespec timeout = {(time_t)(timeout_ns / 1000000000), (long)(timeout_ns % 1000000000)};
+        count = (int)syscall(SYS_epoll_pwait2, epfd, ready, maxevents, &timeout, NULL, 0);
+        if (count < 0 && errno == ENOSYS) {
+            pwait2_missing = 1;
+        } else {
+            waited = 1;
+        }
+    }
+#endif
+    if (!waited) {
+        int timeout_ms = timeout_ns < 0 ? -1 : (timeout_ns > (int64_t)INT32_MAX * 1000000 ? INT32_MAX : (int)((timeout_ns + 999999) / 1000000));
+        count = epoll_wait(epfd, ready, maxevents, timeout_ms);
+    }
     for (int i = 0; i < count; i++) {
         tokens[i] = ready[i].data.u64;
         events[i] = ready[i].events;

@@ -138,7 +138,7 @@ final class LifetimeTests: WatchedDirectoryTestCase {
         }
         let after = ProcessResources.descriptorTargets()
         XCTAssertEqual(after.count, descriptors.count, ProcessResources.difference(from: descriptors, to: after))
-        XCTAssertLessThanOrEqual(ProcessResources.threads(), threads)
+        XCTAssertLessThanOrEqual(ProcessResources.threads(), threads, ProcessResources.threadNames())
         XCTAssertEqual(ProcessResources.loopThreads(), 0)
     }
 

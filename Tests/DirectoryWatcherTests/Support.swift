@@ -168,6 +168,18 @@ enum ProcessResources {
     /// machine), so counting it would make these tests flaky without saying anything about the
     /// library. Its workers are named after their root queues ("com.apple.root.default-qos…",
     /// cut to the kernel's 15 bytes: "…qos.overcommit") or "…libdispatch…".
+    static func threadNames() -> String {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+        return tasks.map { task in
+            ((try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8)) ?? "?").trimmingCharacters(
+                in: .newlines)
+                + "/"
+                + ((try? String(contentsOfFile: "/proc/self/task/\(task)/stat", encoding: .utf8)) ?? "?").split(
+                    separator: " "
+                ).dropFirst(2).prefix(1).joined()
+        }.joined(separator: ",")
+    }
+
     static func threads() -> Int {
         let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
         return tasks.filter { task in

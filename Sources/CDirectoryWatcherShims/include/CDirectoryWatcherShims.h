@@ -13,7 +13,10 @@
 int cdw_epoll_ctl(int epfd, int op, int fd, uint32_t events, uint64_t token);
 
 /// epoll_wait that writes each ready event's token and event bits into parallel arrays.
-int cdw_epoll_wait(int epfd, uint64_t *tokens, uint32_t *events, int maxevents, int timeout);
+/// Waits up to `timeout_ns` nanoseconds (negative: for ever) with epoll_pwait2, which takes its
+/// timeout to the nanosecond; where the kernel lacks it (before 5.11), with epoll_wait and the
+/// timeout rounded up to a millisecond.
+int cdw_epoll_wait(int epfd, uint64_t *tokens, uint32_t *events, int maxevents, int64_t timeout_ns);
 
 /// memfd_create(name, MFD_CLOEXEC); declared here because glibc hides it behind _GNU_SOURCE.
 int cdw_memfd_create(const char *name);

@@ -137,7 +137,7 @@ final class EventLoop: @unchecked Sendable {
             do {
                 count = try system.epollWait(
                     epollFD, tokens: tokens, events: readiness, max: 4,
-                    timeoutMilliseconds: readyHead < ready.count ? 0 : timeoutMilliseconds())
+                    timeoutNanoseconds: readyHead < ready.count ? 0 : timeoutNanoseconds())
             } catch {
                 preconditionFailure("epoll_wait failed: \(error)")
             }
@@ -161,11 +161,14 @@ final class EventLoop: @unchecked Sendable {
         return true
     }
 
-    private func timeoutMilliseconds() -> Int32 {
+    /// Until the router's next deadline, to the nanosecond: a settled batch is due a quiet period
+    /// after the last change, and a millisecond's rounding would be most of what the library
+    /// adds to it.
+    private func timeoutNanoseconds() -> Int64 {
         guard let deadline = router.deadline else { return -1 }
         let now = clock()
         if deadline <= now { return 0 }
-        return Int32(clamping: (deadline - now + 999_999) / 1_000_000)
+        return Int64(clamping: deadline - now)
     }
 
     private func readEvents(now: UInt64) {

@@ -16,7 +16,7 @@ struct SystemCalls: Sendable {
     var epollWait:
         @Sendable (
             _ epfd: Int32, _ tokens: UnsafeMutablePointer<UInt64>, _ events: UnsafeMutablePointer<UInt32>,
-            _ max: Int32, _ timeout: Int32
+            _ max: Int32, _ timeoutNanoseconds: Int64
         ) -> Int32
     var eventfd: @Sendable (_ initial: UInt32, _ flags: Int32) -> Int32
     var memfdCreate: @Sendable (_ name: UnsafePointer<CChar>) -> Int32
@@ -136,13 +136,14 @@ struct System: Sendable {
         _ = try retrying("epoll_ctl") { calls.epollCtl(epfd, EPOLL_CTL_ADD, fd, EPOLLIN.rawValue, token) }
     }
 
-    /// Waits for readiness. `EINTR` returns 0 ready events rather than retrying, so the caller
+    /// Waits for readiness, at most `timeoutNanoseconds` (negative: for ever; to the nanosecond
+    /// where the kernel has epoll_pwait2, else rounded up to a millisecond). `EINTR` returns 0 ready events rather than retrying, so the caller
     /// recomputes its timeout from the clock.
     func epollWait(
         _ epfd: Int32, tokens: UnsafeMutablePointer<UInt64>, events: UnsafeMutablePointer<UInt32>, max: Int32,
-        timeoutMilliseconds: Int32
+        timeoutNanoseconds: Int64
     ) throws(SyscallError) -> Int {
-        let count = calls.epollWait(epfd, tokens, events, max, timeoutMilliseconds)
+        let count = calls.epollWait(epfd, tokens, events, max, timeoutNanoseconds)
         if count >= 0 { return Int(count) }
         let code = Glibc.errno
         if code == EINTR { return 0 }
