@@ -193,6 +193,9 @@ public final class DirectoryWatcher: @unchecked Sendable {
     ) throws(DirectoryWatcherError) -> DirectoryWatcher {
         // Before a loop is started for nothing.
         guard !path.isEmpty else { throw DirectoryWatcherError(code: .emptyPath, path: path) }
+        if let problem = options.settling?.problem {
+            throw DirectoryWatcherError(code: .invalidOption, path: path, detail: problem)
+        }
         let lease: LoopLease
         do throws(SyscallError) {
             if let loop {
@@ -233,10 +236,15 @@ public final class DirectoryWatcher: @unchecked Sendable {
         case (.eventLoopThread, _?):
             preconditionFailure("a queue and Delivery.eventLoopThread exclude each other")
         }
+        let settler = options.settling.map {
+            Settler(
+                quietPeriod: $0.quietPeriod.nanoseconds, maximumWait: $0.maximumWait.nanoseconds,
+                reportedMask: options.events.inotifyMask, listsRemovedContents: $0.listsRemovedContents)
+        }
         let subscription = Subscription(
             root: root, mask: options.events.inotifyMask, entry: entry, target: target,
             keepsSnapshot: options.recovery == .exact, recursive: options.recursive && !watchesFile,
-            exclusions: Exclusions(options.excludes), followsLinks: options.followsSymbolicLinks)
+            exclusions: Exclusions(options.excludes), followsLinks: options.followsSymbolicLinks, settler: settler)
         let watcher = DirectoryWatcher(path: absolute, options: options, subscription: subscription, lease: lease)
         watcher.delegate = delegate
         // The closure forms have no owner to keep their delegate alive: the watcher does.
@@ -377,4 +385,15 @@ private final class ClosureDelegate: DirectoryWatcherDelegate, Sendable {
 
 extension DirectoryWatcher: CustomStringConvertible {
     public var description: String { "DirectoryWatcher(\(path)\(isValid ? "" : ", invalidated"))" }
+}
+
+extension Duration {
+    /// Whole nanoseconds, clamped to what a `UInt64` holds (negative: zero).
+    var nanoseconds: UInt64 {
+        let (seconds, attoseconds) = components
+        guard seconds >= 0 else { return 0 }
+        let (whole, overflow) = UInt64(seconds).multipliedReportingOverflow(by: 1_000_000_000)
+        let (total, carry) = whole.addingReportingOverflow(UInt64(attoseconds / 1_000_000_000))
+        return overflow || carry ? .max : total
+    }
 }

@@ -49,16 +49,79 @@ extension DirectoryWatcher {
         /// directory (device and inode).
         public var followsSymbolicLinks: Bool
 
+        /// Whether changes are held until the writing is over and handed over as one settled
+        /// batch (see ``Settling`` and <doc:Settling>); nil unless told otherwise: each batch is
+        /// delivered as soon as the kernel queue has been read, as the sample's callbacks were.
+        public var settling: Settling?
+
         public init(
             events: Events = .default, delivery: Delivery = .automatic, recovery: Recovery = .exact,
-            recursive: Bool = false, excludes: [String] = [], followsSymbolicLinks: Bool = false
+            recursive: Bool = false, excludes: [String] = [], followsSymbolicLinks: Bool = false,
+            settling: Settling? = nil
         ) {
+            self.settling = settling
             self.events = events
             self.delivery = delivery
             self.recovery = recovery
             self.recursive = recursive
             self.excludes = excludes
             self.followsSymbolicLinks = followsSymbolicLinks
+        }
+    }
+
+    /// Settled batches: a watcher is told once the writing is over, not while it goes on.
+    ///
+    /// With settling, a watcher's changes wait until its directory (or tree) has been quiet for
+    /// ``quietPeriod`` and no file in it is still open for writing by a writer the watcher saw
+    /// at work (a file written, `IN_MODIFY`, and not yet closed, `IN_CLOSE_WRITE`); then they
+    /// are handed over as one batch that says what they add up to: created then written is one
+    /// ``DirectoryChange/Kind/created``, created then removed is nothing, a rename chain a to b
+    /// to c is one rename a to c, and so on (<doc:Settling> lists the rules). A writer that never
+    /// stops still produces a batch once the first change has waited ``maximumWait``.
+    ///
+    /// Nothing polls: no timer runs while nothing waits, and the directory is never listed for
+    /// it.
+    ///
+    /// ```swift
+    /// // Told about a file once it has been copied in, not while it is being written:
+    /// let options = DirectoryWatcher.Options(settling: .init(quietPeriod: .milliseconds(300)))
+    /// let watcher = try DirectoryWatcher.watchFolder(path: "Inbox", options: options) { changes in
+    ///     for change in changes where change.kind == .created { process(change.path) }
+    /// }
+    /// ```
+    public struct Settling: Hashable, Sendable {
+        /// How long the watch must have been quiet (no change at all, reported or not) before
+        /// a batch is handed over. More than zero.
+        public var quietPeriod: Duration
+
+        /// How long the first change of a batch waits at most, however busy the directory and
+        /// whatever writer is still at work: ten seconds, or four times ``quietPeriod`` when that
+        /// is longer, unless told otherwise. At least ``quietPeriod``.
+        public var maximumWait: Duration
+
+        /// Whether a directory removed with its contents is reported as the removal of each
+        /// entry below it too; false unless told otherwise: one removal, of the directory. (Its
+        /// entries are reported only by a recursive watch, which sees them go.)
+        public var listsRemovedContents: Bool
+
+        /// - Parameters:
+        ///   - quietPeriod: How long the watch must be quiet; more than zero.
+        ///   - maximumWait: The longest a change waits; nil for ten seconds, or four times the
+        ///     quiet period when that is longer. At least `quietPeriod`.
+        ///   - listsRemovedContents: Whether a removed directory's entries are listed too.
+        public init(quietPeriod: Duration, maximumWait: Duration? = nil, listsRemovedContents: Bool = false) {
+            self.quietPeriod = quietPeriod
+            self.maximumWait = maximumWait ?? max(.seconds(10), quietPeriod * 4)
+            self.listsRemovedContents = listsRemovedContents
+        }
+
+        /// Why these values cannot be used, or nil.
+        var problem: String? {
+            if quietPeriod <= .zero { return "the settling quiet period must be more than zero, not \(quietPeriod)" }
+            if maximumWait < quietPeriod {
+                return "the settling maximum wait (\(maximumWait)) must be at least the quiet period (\(quietPeriod))"
+            }
+            return nil
         }
     }
 

@@ -37,6 +37,9 @@ public struct DirectoryWatcherError: Error, Hashable, Sendable, CustomStringConv
         case descriptorLimitReached
         /// The kernel could not allocate memory (`ENOMEM`).
         case outOfMemory
+        /// An option given to the watcher cannot be used (a settling quiet period of zero);
+        /// ``DirectoryWatcherError/detail`` says which and why.
+        case invalidOption
         /// Any other failure, with its `errno`.
         case other(errno: Int32)
     }
@@ -92,6 +95,7 @@ public struct DirectoryWatcherError: Error, Hashable, Sendable, CustomStringConv
         case .descriptorLimitReached:
             return "too many open files; close some or raise the limit (ulimit -n)"
         case .outOfMemory: return "the kernel is out of memory"
+        case .invalidOption: return "an option cannot be used"
         case .other(let code): return "\(function ?? "system call") failed: \(Self.describe(errno: code))"
         }
     }

@@ -51,6 +51,13 @@ final class Router {
     /// Called from the delivering thread when such a watcher's backlog is delivered; the loop
     /// then runs ``backlogDrained(_:)`` on its leader.
     private let wakeForCatchUp: @Sendable (Subscription) -> Void
+    /// Settling watchers with changes waiting (``Settler``), whose deadlines the loop sleeps to.
+    @exclusivity(unchecked) private var settling: [Subscription] = []
+    /// Barriers of settling watchers with changes waiting: they complete after the batch that
+    /// holds those changes, by watcher.
+    @exclusivity(unchecked) private var barriersAfterSettling: [ObjectIdentifier: [BarrierRequest]] = [:]
+    /// The monotonic time of the read or deadline being handled (settling times changes by it).
+    @exclusivity(unchecked) private var now: UInt64 = 0
     /// Barriers that were in flight when the queue overflowed: they complete after the rescan.
     @exclusivity(unchecked) private var barriersAfterRescan: [BarrierRequest] = []
     /// Directories the router has just listed: their own open, read and close of the directory
@@ -123,10 +130,15 @@ final class Router {
     }
 
     /// When the loop must call ``expire(now:)``: a rename's first half stops waiting for its
-    /// second, or directories are due to have their inodes learnt.
+    /// second, a settling watcher's batch is due, or directories are due to have their inodes
+    /// learnt.
     var deadline: UInt64? {
-        guard !lackingInodes.isEmpty else { return pairing.deadline }
-        return min(pairing.deadline ?? .max, learningDeadline)
+        var earliest = pairing.deadline
+        if !lackingInodes.isEmpty { earliest = min(earliest ?? .max, learningDeadline) }
+        for subscription in settling {
+            if let due = subscription.loop.settler?.deadline { earliest = min(earliest ?? .max, due) }
+        }
+        return earliest
     }
 
     /// The mailboxes scheduled since the last call, for the loop to drain in this order.
@@ -147,6 +159,7 @@ final class Router {
             wallNow = wallClock()
         }
         lastEventRead = now
+        self.now = now
         // Most events pass straight through: nothing is held back and this is no rename's first
         // half (a second half finds no partner while nothing is held).
         if pairing.isEmpty && !(event.has(InotifyMask.movedFrom) && event.cookie != 0) {
@@ -160,6 +173,8 @@ final class Router {
     /// entries events created once the loop has had a moment.
     func expire(now: UInt64) {
         assert(isOnLoopThread())
+        self.now = now
+        if !settling.isEmpty { releaseSettled() }
         if let deadline = pairing.deadline, now >= deadline {
             pairing.expire(now: now) { handle($0) }
         }
@@ -202,9 +217,13 @@ final class Router {
     /// subscription (closing the inotify descriptor removes the kernel watches).
     func tearDown() {
         assert(isOnLoopThread())
-        let leftover = barrier.takeAll() + barriersAfterRescan + barriersAfterCatchUp.values.joined()
+        let leftover =
+            barrier.takeAll() + barriersAfterRescan + barriersAfterCatchUp.values.joined()
+            + barriersAfterSettling.values.joined()
         barriersAfterRescan = []
         barriersAfterCatchUp = [:]
+        barriersAfterSettling = [:]
+        settling = []
         flushBatches()
         for request in leftover { schedule(request.subscription.run(request.completion)) }
         subscriptions = [:]
@@ -331,7 +350,9 @@ final class Router {
         // Nothing of this wake-up is handed over: not even an empty batch to its queue.
         subscription.loop.pending = []
         dirty.removeAll { $0 === subscription }
+        settling.removeAll { $0 === subscription }
         complete(barriersAfterCatchUp.removeValue(forKey: ObjectIdentifier(subscription)) ?? [])
+        complete(barriersAfterSettling.removeValue(forKey: ObjectIdentifier(subscription)) ?? [])
     }
 
     /// Lists the directories lacking inodes now, as the loop does once it has been idle (tests:
@@ -471,11 +492,46 @@ final class Router {
 
     func collect(_ change: DirectoryChange, for subscription: Subscription) {
         if let exclusions = subscription.exclusions, exclusions.excludes(change, under: subscription.root) { return }
-        if subscription.collect(change) { dirty.append(subscription) }
+        if subscription.loop.settler != nil {
+            settle(change, for: subscription)
+        } else if subscription.collect(change) {
+            dirty.append(subscription)
+        }
         if ChangeTranslation.endsWatch(change) {
             subscription.loop.endsWithBatch = true
             end(subscription)
         }
+    }
+
+    // MARK: - Settling
+
+    /// A settling watcher's change waits in its batch until the batch is due; one that ends the
+    /// watch hands the batch over at once.
+    private func settle(_ change: DirectoryChange, for subscription: Subscription) {
+        if subscription.loop.settler!.add(change, now: now) { settling.append(subscription) }
+        if ChangeTranslation.endsWatch(change) { release(subscription, force: true) }
+    }
+
+    /// Hands over the settling watchers' batches that are due.
+    private func releaseSettled() {
+        var index = 0
+        while index < settling.count {
+            let subscription = settling[index]
+            if let due = subscription.loop.settler?.deadline, now >= due {
+                release(subscription, force: false)
+            } else {
+                index += 1
+            }
+        }
+    }
+
+    /// Hands a settling watcher's batch over (when due, or `force`d), then the barriers that
+    /// waited for it.
+    private func release(_ subscription: Subscription, force: Bool) {
+        guard let batch = subscription.loop.settler?.take(now: now, force: force) else { return }
+        settling.removeAll { $0 === subscription }
+        for change in batch where subscription.collect(change) { dirty.append(subscription) }
+        complete(barriersAfterSettling.removeValue(forKey: ObjectIdentifier(subscription)) ?? [])
     }
 
     private func end(_ subscription: Subscription) {
@@ -719,6 +775,9 @@ final class Router {
         for request in requests {
             if request.subscription.loop.catchUp != nil && !request.subscription.loop.isEnded {
                 barriersAfterCatchUp[ObjectIdentifier(request.subscription), default: []].append(request)
+            } else if request.subscription.loop.settler?.isEmpty == false && !request.subscription.loop.isEnded {
+                // Changes from before the barrier wait to settle: the barrier follows them.
+                barriersAfterSettling[ObjectIdentifier(request.subscription), default: []].append(request)
             } else {
                 schedule(request.subscription.run(request.completion))
             }

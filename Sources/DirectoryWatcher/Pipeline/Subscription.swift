@@ -75,6 +75,8 @@ final class Subscription: @unchecked Sendable {
         var catchUp: CatchUp?
         /// The next batch is a catch-up: it is handed over whatever the backlog.
         var takesAnyBatch = false
+        /// For a settling watcher: its changes since its last batch, and when they are due.
+        var settler: Settler?
     }
 
     /// What a watcher whose backlog overflowed is owed.
@@ -93,12 +95,14 @@ final class Subscription: @unchecked Sendable {
 
     init(
         root: FileSystemPath, mask: UInt32, entry: WatchedEntry? = nil, target: Target, keepsSnapshot: Bool = false,
-        recursive: Bool = false, exclusions: Exclusions? = nil, followsLinks: Bool = false
+        recursive: Bool = false, exclusions: Exclusions? = nil, followsLinks: Bool = false, settler: Settler? = nil
     ) {
         self.exclusions = exclusions
+        // A settling watcher follows entries and writers whatever it reports.
+        self.mask = settler == nil ? mask : mask | Settler.followedMask
+        self.loop.settler = settler
         self.followsLinks = followsLinks
         self.root = root
-        self.mask = mask
         self.entry = entry
         self.target = target
         // A tree's directories are known by their names in any case: that is what keeps a new

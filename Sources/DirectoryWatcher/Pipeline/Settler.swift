@@ -1,0 +1,143 @@
+/// Decides when a settling watcher's batch is handed over (``DirectoryWatcher/Settling``): once
+/// the watch has been quiet for the quiet period and no file in it is still open for writing by
+/// a writer seen at work, or, whatever happens, once the first change has waited the maximum.
+///
+/// A writer is seen at work when a file is written (`IN_MODIFY`), or created and opened
+/// (`IN_CREATE` then `IN_OPEN`: `open` with `O_CREAT`, which `cp` does long before its first
+/// write is reported: one `copy_file_range` can copy hundreds of megabytes, and its `IN_MODIFY`
+/// comes when it returns). It is seen done when that file is closed after writing
+/// (`IN_CLOSE_WRITE`; a file created and opened, by any close), removed or moved out. A link, a
+/// symbolic link or a fifo is created without being opened, so it holds nothing. inotify says
+/// when a file is written and when a writer closes it, not who writes, so files are counted, not
+/// writers: of two writers of one file, the first to close releases it (the quiet period still
+/// holds the batch while the other keeps writing).
+///
+/// Event-driven: ``deadline`` is nil while nothing is pending, so a settled watcher costs no
+/// timer and no wake-up while its directory is idle. Pure: time comes in as `now` (nanoseconds of
+/// any monotonic clock), so tests drive it by hand.
+struct Settler {
+    let quietPeriod: UInt64
+    let maximumWait: UInt64
+    /// The inotify bits of what the watcher reports: other changes only count as activity and
+    /// follow writers.
+    let reportedMask: UInt32
+
+    /// What a settling watcher's kernel watch reports whatever it selected: entries coming and
+    /// going (to follow them through the batch) and writes and closes (to follow writers).
+    static let followedMask =
+        InotifyMask.names | InotifyMask.modify | InotifyMask.closeWrite | InotifyMask.open | InotifyMask.closeNoWrite
+
+    private var batch: SettledBatch
+    /// Files written and not yet closed after writing, by path.
+    private(set) var writers: Set<FileSystemPath> = []
+    /// Files created and not yet opened (``creating``), and created, opened and not yet closed
+    /// (``opening``): a writer that has not written yet.
+    private(set) var created: Set<FileSystemPath> = []
+    private(set) var opening: Set<FileSystemPath> = []
+    private var firstChange: UInt64 = 0
+    private var lastChange: UInt64 = 0
+
+    init(quietPeriod: UInt64, maximumWait: UInt64, reportedMask: UInt32, listsRemovedContents: Bool = false) {
+        self.quietPeriod = quietPeriod
+        self.maximumWait = max(maximumWait, quietPeriod)
+        self.reportedMask = reportedMask
+        self.batch = SettledBatch(listsRemovedContents: listsRemovedContents)
+    }
+
+    /// Nothing is waiting to be handed over.
+    var isEmpty: Bool { batch.isEmpty }
+
+    /// When the batch is due: after the quiet period since the last change when no writer is
+    /// busy, and at the latest the maximum wait after the first. Nil while nothing waits.
+    var deadline: UInt64? {
+        guard !batch.isEmpty else { return nil }
+        let latest = firstChange &+ maximumWait
+        return writers.isEmpty && opening.isEmpty ? min(lastChange &+ quietPeriod, latest) : latest
+    }
+
+    /// Takes in one change, at `now`. True when it starts a batch. Every change is folded in,
+    /// reported or not (a rename the watcher does not report still moves the entry a reported
+    /// write is about); what is not reported is left out when the batch is handed over.
+    mutating func add(_ change: DirectoryChange, now: UInt64) -> Bool {
+        follow(change)
+        // Opens and closes of readers change nothing: followed, not counted, unless reported.
+        if change.kind == .opened || change.kind == .readerClosed || change.kind == .accessed,
+            !Self.isReportable(change.kind, reportedMask)
+        {
+            return false
+        }
+        lastChange = now
+        let wasEmpty = batch.isEmpty
+        batch.add(change)
+        guard wasEmpty, !batch.isEmpty else { return false }
+        firstChange = now
+        return true
+    }
+
+    /// The batch when it is due at `now` (or `force`d: the watch ends), changes the watcher does
+    /// not report left out; nil when it is not due.
+    mutating func take(now: UInt64, force: Bool = false) -> [DirectoryChange]? {
+        guard let deadline, force || now >= deadline else { return nil }
+        // Handed over with a writer still at work: the maximum wait is reached. A writer that
+        // goes on holds the next batch again from its next write; one whose close was never
+        // seen (written through another name) holds no batch beyond this one.
+        if !force {
+            writers = []
+            opening = []
+        }
+        created = []
+        let mask = reportedMask
+        return batch.take().filter { ChangeTranslation.selects(mask, $0.kind) && Self.isReportable($0.kind, mask) }
+    }
+
+    private mutating func follow(_ change: DirectoryChange) {
+        switch change.kind {
+        case .created where !change.isDirectory:
+            created.insert(change.path)
+        case .opened:
+            if created.remove(change.path) != nil { opening.insert(change.path) }
+        case .modified where !change.isDirectory:
+            writers.insert(change.path)
+        case .writerClosed:
+            writers.remove(change.path)
+            opening.remove(change.path)
+        case .readerClosed:
+            opening.remove(change.path)
+        case .removed, .movedOut:
+            for set in [\Settler.writers, \.created, \.opening] { self[keyPath: set].remove(change.path) }
+            if change.isDirectory {
+                for set in [\Settler.writers, \.created, \.opening] {
+                    self[keyPath: set] = self[keyPath: set].filter { !$0.isBelow(change.path) }
+                }
+            }
+        case .renamed:
+            guard let old = change.oldPath else { return }
+            for set in [\Settler.writers, \.created, \.opening] {
+                if self[keyPath: set].remove(old) != nil { self[keyPath: set].insert(change.path) }
+                if change.isDirectory {
+                    self[keyPath: set] = Set(
+                        self[keyPath: set].map { $0.isBelow(old) ? $0.replacingPrefix(old, with: change.path) : $0 })
+                }
+            }
+        case .overflow, .rootRemoved, .rootMoved:
+            // Closes may be among the events lost: a writer left on record would hold every
+            // batch to the maximum.
+            writers = []
+            created = []
+            opening = []
+        default:
+            break
+        }
+    }
+
+    /// The kinds `selects` passes whatever the mask (opens, reads, closes), checked here.
+    private static func isReportable(_ kind: DirectoryChange.Kind, _ mask: UInt32) -> Bool {
+        switch kind {
+        case .opened: return mask & InotifyMask.open != 0
+        case .accessed: return mask & InotifyMask.access != 0
+        case .writerClosed: return mask & InotifyMask.closeWrite != 0
+        case .readerClosed: return mask & InotifyMask.closeNoWrite != 0
+        default: return true
+        }
+    }
+}

@@ -1,0 +1,260 @@
+import Foundation
+import Synchronization
+import XCTest
+
+@testable import DirectoryWatcher
+
+/// A clock the test moves by hand; the loop reads it at each wake-up.
+final class ManualClock: Sendable {
+    private let value = Atomic<UInt64>(1_000_000_000)
+    var now: UInt64 { value.load(ordering: .acquiring) }
+    func advance(by nanoseconds: UInt64) { value.add(nanoseconds, ordering: .acquiringAndReleasing) }
+    func advance(milliseconds: UInt64) { advance(by: milliseconds * 1_000_000) }
+}
+
+/// Settled watchers end to end: real files, the real kernel, the event loop on a clock the test
+/// moves by hand (so a quiet period passes when the test says so, and never during a test that
+/// checks that nothing came).
+///
+/// A second, unsettled watcher of the same directory on the same loop (the probe) says when the
+/// loop has routed everything made so far: its barrier completes after the loop has read those
+/// events and, with the clock moved, has looked at the settled watcher's deadline again. Both
+/// deliver on the loop's thread, so a batch the settled watcher was due is delivered before the
+/// probe's barrier completes.
+final class SettledWatcherTests: XCTestCase {
+    private var directory: TemporaryDirectory!
+    private var clock: ManualClock!
+    private var loop: EventLoop!
+    private var probe: DirectoryWatcher!
+    private let batches = LockedValue<[[DirectoryChange]]>([])
+    /// The delegates (a watcher holds its delegate weakly).
+    private var delegates: [ClosureRecorder] = []
+
+    override func setUpWithError() throws {
+        directory = TemporaryDirectory()
+        let clock = ManualClock()
+        self.clock = clock
+        loop = try EventLoop(clock: { clock.now })
+        probe = try DirectoryWatcher.make(
+            path: directory.path, options: .init(delivery: .eventLoopThread), delegate: Recorder(), queue: nil,
+            loop: loop)
+    }
+
+    override func tearDown() {
+        probe.invalidate()
+        loop.shutdown()
+        directory = nil
+    }
+
+    private func watch(_ settling: DirectoryWatcher.Settling, events: DirectoryWatcher.Events = .default)
+        throws -> DirectoryWatcher
+    {
+        let batches = batches
+        let delegate = ClosureRecorder { changes in batches.update { $0.append(changes) } }
+        delegates.append(delegate)
+        return try DirectoryWatcher.make(
+            path: directory.path,
+            options: .init(events: events, delivery: .eventLoopThread, settling: settling),
+            delegate: delegate, queue: nil, loop: loop)
+    }
+
+    /// Returns once the loop has routed every change made so far at the clock's present time,
+    /// then moves the clock on and returns once the loop has looked at the deadlines at the new
+    /// time.
+    private func pass(milliseconds: UInt64) {
+        waitForDelivery(probe)
+        clock.advance(milliseconds: milliseconds)
+        waitForDelivery(probe)
+    }
+
+    /// The writer, on the test's clock: a 64 KiB append every 150 ms for two seconds,
+    /// then a close. Nothing while it writes; one batch a quiet period after the close.
+    func testAFileWrittenInChunksIsReportedOnceAQuietPeriodAfterItIsClosed() throws {
+        let watcher = try watch(.init(quietPeriod: .milliseconds(300)))
+        defer { watcher.invalidate() }
+        let path = directory.url("upload.bin")
+        let fd = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0o644)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        let chunk = [UInt8](repeating: 0x5A, count: 64 * 1024)
+        for _ in 0..<14 {
+            XCTAssertEqual(write(fd, chunk, chunk.count), chunk.count)
+            pass(milliseconds: 150)
+            XCTAssertEqual(batches.get(), [], "nothing while it writes")
+        }
+        // A writer that pauses far longer than the quiet period still holds the batch.
+        pass(milliseconds: 2_000)
+        XCTAssertEqual(batches.get(), [])
+        close(fd)
+        pass(milliseconds: 299)
+        XCTAssertEqual(batches.get(), [], "not before the quiet period has passed")
+        pass(milliseconds: 1)
+        XCTAssertEqual(batches.get(), [[DirectoryChange(.created, path)]])
+    }
+
+    func testAWriterThatNeverClosesGetsABatchAtTheMaximumWait() throws {
+        let watcher = try watch(.init(quietPeriod: .milliseconds(100), maximumWait: .seconds(1)))
+        defer { watcher.invalidate() }
+        let path = directory.touch("log")
+        pass(milliseconds: 0)
+        let fd = open(path, O_WRONLY | O_APPEND)
+        defer { close(fd) }
+        for _ in 0..<9 {
+            XCTAssertEqual(write(fd, "line\n", 5), 5)
+            pass(milliseconds: 100)
+        }
+        XCTAssertEqual(batches.get(), [])
+        pass(milliseconds: 100)
+        XCTAssertEqual(batches.get(), [[DirectoryChange(.created, path)]], "the maximum wait after the first change")
+    }
+
+    func testABarrierWaitsForTheChangesBeforeItToSettle() throws {
+        let watcher = try watch(.init(quietPeriod: .milliseconds(300)))
+        defer { watcher.invalidate() }
+        let path = directory.touch("a")
+        let completed = LockedValue<[[DirectoryChange]]?>(nil)
+        let barrier = expectation(description: "settled barrier")
+        let batches = batches
+        watcher.barrier {
+            completed.set(batches.get())
+            barrier.fulfill()
+        }
+        pass(milliseconds: 0)
+        pass(milliseconds: 200)
+        XCTAssertNil(completed.get(), "the change before it has not settled")
+        pass(milliseconds: 100)
+        wait(for: [barrier], timeout: 20)
+        XCTAssertEqual(completed.get(), [[DirectoryChange(.created, path)]], "after the batch")
+        waitForDelivery(watcher)  // with nothing waiting, at once
+    }
+
+    func testCoalescingEndToEnd() throws {
+        let watcher = try watch(.init(quietPeriod: .milliseconds(50)))
+        defer { watcher.invalidate() }
+        directory.touch("existing")
+        directory.mkdir("tree")
+        directory.touch("tree/inside")
+        pass(milliseconds: 50)
+        batches.set([])
+        // Created then written then renamed twice; an existing file written then renamed; a
+        // file created and removed; a directory removed with its contents.
+        directory.touch("new")
+        directory.write("new", "data")
+        XCTAssertEqual(rename(directory.url("new"), directory.url("newer")), 0)
+        XCTAssertEqual(rename(directory.url("newer"), directory.url("newest")), 0)
+        directory.write("existing", "more")
+        XCTAssertEqual(rename(directory.url("existing"), directory.url("kept")), 0)
+        directory.touch("scratch")
+        XCTAssertEqual(unlink(directory.url("scratch")), 0)
+        XCTAssertEqual(unlink(directory.url("tree/inside")), 0)
+        XCTAssertEqual(rmdir(directory.url("tree")), 0)
+        pass(milliseconds: 0)
+        XCTAssertEqual(batches.get(), [])
+        pass(milliseconds: 50)
+        XCTAssertEqual(
+            batches.get(),
+            [
+                [
+                    DirectoryChange(.created, directory.url("newest")),
+                    DirectoryChange(.renamed, directory.url("kept"), from: directory.url("existing")),
+                    DirectoryChange(.modified, directory.url("kept")),
+                    DirectoryChange(.removed, directory.url("tree"), directory: true),
+                ]
+            ])
+    }
+
+    func testTheRootsRemovalHandsTheBatchOverAtOnce() throws {
+        let watched = TemporaryDirectory()
+        let batches = batches
+        let ended = expectation(description: "root removed")
+        let delegate = ClosureRecorder { changes in
+            batches.update { $0.append(changes) }
+            if changes.last?.kind == .rootRemoved { ended.fulfill() }
+        }
+        let watcher = try DirectoryWatcher.make(
+            path: watched.path, options: .init(delivery: .eventLoopThread, settling: .init(quietPeriod: .seconds(60))),
+            delegate: delegate, queue: nil, loop: loop)
+        defer { watcher.invalidate() }
+        watched.touch("f")
+        XCTAssertEqual(unlink(watched.url("f")), 0)
+        XCTAssertEqual(rmdir(watched.path), 0)
+        wait(for: [ended], timeout: 20)
+        XCTAssertEqual(batches.get(), [[DirectoryChange(.rootRemoved, watched.path, directory: true)]])
+    }
+
+    func testSettlingThatCannotBeUsedIsRefusedNamingThePath() {
+        for (settling, words) in [
+            (DirectoryWatcher.Settling(quietPeriod: .zero), "quiet period must be more than zero"),
+            (DirectoryWatcher.Settling(quietPeriod: .milliseconds(-5)), "quiet period must be more than zero"),
+            (
+                DirectoryWatcher.Settling(quietPeriod: .seconds(2), maximumWait: .seconds(1)),
+                "at least the quiet period"
+            ),
+        ] {
+            XCTAssertThrowsError(
+                try DirectoryWatcher.watchFolder(
+                    path: directory.path, options: .init(settling: settling), delegate: Recorder())
+            ) { error in
+                let error = error as? DirectoryWatcherError
+                XCTAssertEqual(error?.code, .invalidOption)
+                let message = error?.description ?? ""
+                XCTAssertTrue(message.contains(directory.path) && message.contains(words), message)
+            }
+        }
+    }
+
+    func testTheDefaultMaximumWait() {
+        XCTAssertEqual(DirectoryWatcher.Settling(quietPeriod: .milliseconds(300)).maximumWait, .seconds(10))
+        XCTAssertEqual(DirectoryWatcher.Settling(quietPeriod: .seconds(5)).maximumWait, .seconds(20))
+    }
+}
+
+/// Settled watchers on the real clock, as users run them.
+final class SettledCopyTests: XCTestCase {
+    /// A copy of a 200 MB file (cp, into the watched directory) is one `created`, after the copy
+    /// has ended: when the callback runs, the file has all its bytes.
+    func testACopyOfALargeFileIsOneCreatedAfterTheCopyEnds() throws {
+        let source = TemporaryDirectory()
+        let target = TemporaryDirectory()
+        let size = 200 * 1024 * 1024
+        let original = source.url("big.bin")
+        let fd = open(original, O_CREAT | O_WRONLY | O_TRUNC, 0o644)
+        let block = [UInt8](repeating: 0xA5, count: 1024 * 1024)
+        for _ in 0..<(size / block.count) { XCTAssertEqual(write(fd, block, block.count), block.count) }
+        close(fd)
+
+        let copy = target.url("big.bin")
+        let sizes = LockedValue<[Int]>([])
+        let batches = LockedValue<[[DirectoryChange]]>([])
+        let delivered = expectation(description: "a settled batch")
+        let watcher = try DirectoryWatcher.watchFolder(
+            path: target.path, options: .init(settling: .init(quietPeriod: .milliseconds(200)))
+        ) { changes in
+            var status = stat()
+            sizes.update { $0.append(stat(copy, &status) == 0 ? Int(status.st_size) : -1) }
+            batches.update { $0.append(changes) }
+            delivered.fulfill()
+        }
+        defer { watcher.invalidate() }
+
+        let cp = Process()
+        cp.executableURL = URL(fileURLWithPath: "/bin/cp")
+        cp.arguments = [original, copy]
+        try cp.run()
+        cp.waitUntilExit()
+        XCTAssertEqual(cp.terminationStatus, 0)
+        wait(for: [delivered], timeout: 30)
+        let probe = expectation(description: "barrier")
+        watcher.barrier { probe.fulfill() }
+        wait(for: [probe], timeout: 30)
+        XCTAssertEqual(batches.get(), [[DirectoryChange(.created, copy)]])
+        XCTAssertEqual(sizes.get(), [size], "told once the copy was complete")
+    }
+}
+
+/// A delegate that hands each batch to a closure.
+final class ClosureRecorder: DirectoryWatcherDelegate, Sendable {
+    let body: @Sendable ([DirectoryChange]) -> Void
+    init(_ body: @escaping @Sendable ([DirectoryChange]) -> Void) { self.body = body }
+    func directoryDidChange(_ watcher: DirectoryWatcher) {}
+    func directoryWatcher(_ watcher: DirectoryWatcher, didObserve changes: [DirectoryChange]) { body(changes) }
+}
