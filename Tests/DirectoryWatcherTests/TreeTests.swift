@@ -33,6 +33,22 @@ final class TreeTests: WatchedDirectoryTestCase {
         XCTAssertEqual(created, [DirectoryChange(.created, directory.url("a/b/f"))])
     }
 
+    /// A directory's own events seen from its parent (its attributes changed, opened, listed,
+    /// closed) say that it is still there: its watch stays, and what happens in it is reported.
+    func testADirectoryOpenedOrChangedInPlaceStaysWatched() throws {
+        mkdir("a")
+        mkdir("a/b")
+        try watchTree(events: .all)
+        XCTAssertEqual(chmod(directory.url("a"), 0o700), 0)
+        _ = try FileManager.default.contentsOfDirectory(atPath: directory.url("a"))
+        _ = delivered()
+        XCTAssertEqual(
+            Set(watcher.watchedDirectories()),
+            Set([directory.path, directory.url("a"), directory.url("a/b")].map { FileSystemPath($0) }))
+        directory.touch("a/b/f")
+        XCTAssertTrue(delivered().contains(DirectoryChange(.created, directory.url("a/b/f"))))
+    }
+
     /// notify issue 727, inotify-tools 160: files made in a new directory before its watch exists
     /// are lost by watchers that add the watch after the kernel reports the directory.
     func testFortyMkdirPInARowLoseNothing() throws {

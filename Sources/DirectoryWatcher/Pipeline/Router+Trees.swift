@@ -238,6 +238,8 @@ extension Router {
     func treeEvent(_ event: InotifyEvent, at node: TreeNode, for subscription: Subscription) {
         let appeared = event.has(InotifyMask.create | InotifyMask.movedTo)
         if event.has(InotifyMask.isDirectory) {
+            // Opened, listed, its attributes changed: still there, still watched.
+            guard appeared || event.has(InotifyMask.delete | InotifyMask.movedFrom) else { return }
             treeChanged(event.name, at: node, appeared: appeared, for: subscription, foundByRescan: false)
         } else if !appeared, !node.children.isEmpty, event.has(InotifyMask.delete | InotifyMask.movedFrom) {
             treeChanged(event.name, at: node, appeared: false, for: subscription, foundByRescan: false)
