@@ -118,6 +118,6 @@ long cdw_getdents64(int fd, void *buffer, unsigned long count) {
     return syscall(SYS_getdents64, fd, buffer, count);
 }
 
-int cdw_open_directory(const char *path) {
-    return open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+int cdw_open_directory(const char *path, int no_follow) {
+    return open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | (no_follow ? O_NOFOLLOW : 0));
 }

@@ -430,7 +430,7 @@ final class DescriptorTracker: @unchecked Sendable {
         calls.epollCreate1 = { [self] flags in opened(live.epollCreate1(flags)) }
         calls.eventfd = { [self] initial, flags in opened(live.eventfd(initial, flags)) }
         calls.memfdCreate = { [self] name in opened(live.memfdCreate(name)) }
-        calls.openDirectory = { [self] path in opened(live.openDirectory(path)) }
+        calls.openDirectory = { [self] path, noFollow in opened(live.openDirectory(path, noFollow)) }
         calls.write = { [self] fd, buffer, count in
             // Widen the window between a task entering the inbox and the write that wakes the loop.
             for _ in 0..<20 { sched_yield() }

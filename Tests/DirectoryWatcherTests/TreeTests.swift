@@ -108,6 +108,91 @@ final class TreeTests: WatchedDirectoryTestCase {
         XCTAssertEqual(delivered().filter { $0.kind == .created }, [DirectoryChange(.created, directory.url("m/y/f2"))])
     }
 
+    /// Runs `body` once, the first time a tree directory whose path ends with `suffix` is opened
+    /// (or, `whenWatched`, watched through its descriptor), just before that call: a rename made
+    /// there falls between two steps of the walk, at the worst moment.
+    private func calls(
+        renamingAt suffix: String, whenWatched: Bool = false, _ body: @escaping @Sendable () -> Void
+    ) -> SystemCalls {
+        let done = LockedValue(false)
+        let once: @Sendable (String) -> Void = { path in
+            guard path.hasSuffix(suffix), !done.get() else { return }
+            done.set(true)
+            body()
+        }
+        var calls = SystemCalls.live
+        let live = SystemCalls.live
+        calls.openDirectory = { path, noFollow in
+            if !whenWatched { once(String(cString: path)) }
+            return live.openDirectory(path, noFollow)
+        }
+        calls.inotifyAddWatch = { fd, path, mask in
+            var target = [UInt8](repeating: 0, count: Int(PATH_MAX))
+            let length = readlink(path, &target, target.count)
+            if whenWatched, length > 0 { once(String(decoding: target[..<length], as: UTF8.self)) }
+            return live.inotifyAddWatch(fd, path, mask)
+        }
+        return calls
+    }
+
+    private func watchTree(on calls: SystemCalls) throws -> EventLoop {
+        let loop = try EventLoop(system: System(calls))
+        try watch {
+            try DirectoryWatcher.make(
+                path: directory.path, options: DirectoryWatcher.Options(recursive: true), delegate: $0, queue: nil,
+                loop: loop)
+        }
+        return loop
+    }
+
+    /// A directory renamed between its watch and its listing is listed all the same: the watch
+    /// and the listing are of the directory opened, not of a path. Its subdirectories, whose
+    /// paths the rename changed, are watched at their new paths once the rename's event comes.
+    func testADirectoryRenamedWhileTheTreeIsWalkedIsWatchedWhole() throws {
+        for made in ["a", "a/x", "a/x/y"] { mkdir(made) }
+        let (from, to) = (directory.url("a/x"), directory.url("a/z"))
+        for whenWatched in [true, false] {
+            let loop = try watchTree(
+                on: calls(renamingAt: "/a/x", whenWatched: whenWatched) { _ = Glibc.rename(from, to) })
+            defer {
+                watcher.invalidate()
+                loop.shutdown()
+                rename(to, from)
+            }
+            XCTAssertEqual(delivered(), [DirectoryChange(.renamed, to, from: from, directory: true)])
+            XCTAssertEqual(
+                Set(watcher.watchedDirectories()),
+                Set([directory.path, directory.url("a"), to, directory.url("a/z/y")].map { FileSystemPath($0) }))
+            directory.touch("a/z/y/f")
+            XCTAssertEqual(delivered(), [DirectoryChange(.created, directory.url("a/z/y/f"))])
+            XCTAssertEqual(unlink(directory.url("a/z/y/f")), 0)
+        }
+    }
+
+    /// A tree moved in whose directory is renamed while it is walked: what was in the renamed
+    /// directory's subdirectory is reported, under its new path, once the rename's event comes.
+    func testATreeMovedInAndRenamedWhileItIsWalkedLosesNothing() throws {
+        let outside = TemporaryDirectory()
+        for made in ["out", "out/x", "out/x/y"] { XCTAssertEqual(Glibc.mkdir(outside.url(made), 0o755), 0) }
+        outside.touch("out/x/y/report.txt")
+        let (from, to) = (directory.url("out/x"), directory.url("out/z"))
+        let loop = try watchTree(on: calls(renamingAt: "/out/x/y") { _ = Glibc.rename(from, to) })
+        defer { loop.shutdown() }
+        rename(outside.url("out"), directory.url("out"))
+        // The rename is made inside the walk, which may come after the barrier was written.
+        XCTAssertEqual(
+            delivered() + delivered(),
+            [
+                DirectoryChange(.movedIn, directory.url("out"), directory: true),
+                DirectoryChange(.created, from, directory: true),
+                DirectoryChange(.created, directory.url("out/x/y"), directory: true),
+                DirectoryChange(.renamed, to, from: from, directory: true),
+                DirectoryChange(.created, directory.url("out/z/y/report.txt")),
+            ])
+        directory.touch("out/z/y/later")
+        XCTAssertEqual(delivered(), [DirectoryChange(.created, directory.url("out/z/y/later"))])
+    }
+
     func testASubtreeMovedOutIsLetGoAndNothingBelowItIsReported() throws {
         let outside = TemporaryDirectory()
         mkdir("a")
@@ -196,8 +281,11 @@ final class TreeTests: WatchedDirectoryTestCase {
     /// `ENOSPC` from `inotify_add_watch` part-way through a tree: the watcher is told which
     /// directory is not watched and why, and goes on with the rest.
     func testTheWatchLimitReachedPartWayIsReportedAndTheRestIsWatched() throws {
+        // A tree's directory is watched through its open descriptor (/proc/self/fd/N).
         let calls = SystemCalls.live.failing(\.inotifyAddWatch, errno: ENOSPC) { _, path, _ in
-            String(cString: path).hasSuffix("/deep")
+            var target = [UInt8](repeating: 0, count: Int(PATH_MAX))
+            let length = readlink(path, &target, target.count)
+            return length > 0 && String(decoding: target[..<length], as: UTF8.self).hasSuffix("/deep")
         }
         try watchTree(failingAt: "deep", calls: calls) { notices, created in
             XCTAssertEqual(notices.map(\.path), [path("a/deep")])
@@ -347,7 +435,7 @@ final class TreeTests: WatchedDirectoryTestCase {
     /// An unreadable directory part-way (root reads anything, so the refusal is injected): the
     /// watcher is told which and why, and the rest of the tree is watched.
     func testAnUnreadableSubdirectoryIsReportedAndSkipped() throws {
-        let calls = SystemCalls.live.failing(\.openDirectory, errno: EACCES) { path in
+        let calls = SystemCalls.live.failing(\.openDirectory, errno: EACCES) { path, _ in
             String(cString: path).hasSuffix("/secret")
         }
         try watchTree(failingAt: "secret", calls: calls) { notices, created in

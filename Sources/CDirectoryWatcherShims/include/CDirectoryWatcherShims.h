@@ -62,8 +62,9 @@ int cdw_entry_status_at(int directory, const char *name, cdw_entry_status *statu
 /// getdents64(fd, buffer, count): the next linux_dirent64 records of an open directory; 0 at the
 /// end, -1 with errno set.
 long cdw_getdents64(int fd, void *buffer, unsigned long count);
-/// open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC); -1 with errno set.
-int cdw_open_directory(const char *path);
+/// open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC), with O_NOFOLLOW when `no_follow` is not 0 (a
+/// symbolic link is then refused with ELOOP); -1 with errno set.
+int cdw_open_directory(const char *path, int no_follow);
 /// The process environment (`environ`), which Swift 6 cannot read as a global variable.
 char *const *cdw_environ(void);
 

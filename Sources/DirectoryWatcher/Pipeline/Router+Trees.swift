@@ -51,14 +51,32 @@ extension Router {
         _ start: TreeNode, of tree: WatchedTree, for subscription: Subscription, reporting: Bool, foundByRescan: Bool
     ) {
         var first = Walked(wd: start.wd, isWatched: true)
-        list(start.path, into: &first, for: subscription, reporting: reporting)
-        var level = integrate(
+        do {
+            let fd = try table.system.openDirectory(start.path)
+            defer { table.system.close(fd) }
+            list(fd, at: start.path, into: &first, for: subscription, reporting: reporting)
+        } catch {
+            first.failure = error
+        }
+        let level = integrate(
             first, at: start, path: start.path, of: tree, for: subscription, reporting: reporting,
             foundByRescan: foundByRescan)
+        populate(level, of: tree, for: subscription, reporting: reporting, foundByRescan: foundByRescan)
+    }
+
+    /// Watches and lists the directories of `level`, then those found in them, and so on.
+    private func populate(
+        _ level: [WalkStep], of tree: WatchedTree, for subscription: Subscription, reporting: Bool,
+        foundByRescan: Bool
+    ) {
+        var level = level
         while !level.isEmpty {
             var next: [WalkStep] = []
             walk(level, for: subscription, reporting: reporting) { step, result in
-                guard let node = adopt(step, result, of: tree, for: subscription) else { return }
+                guard
+                    let node = adopt(
+                        step, result, of: tree, for: subscription, reporting: reporting, foundByRescan: foundByRescan)
+                else { return }
                 next += integrate(
                     result, at: node, path: step.path, of: tree, for: subscription, reporting: reporting,
                     foundByRescan: foundByRescan)
@@ -90,35 +108,44 @@ extension Router {
 
     /// Watches and lists one directory: its system calls alone, touching no state of the
     /// router, so it may run on any thread.
+    ///
+    /// The directory is opened first, then watched through that descriptor, then listed through
+    /// it: the watch and the listing are of one directory even when it is renamed meanwhile (by
+    /// path, a rename between the watch and the listing left the directory watched and never
+    /// listed, and what had been made in it before its watch was lost).
     private func walker(for subscription: Subscription, reporting: Bool) -> (WalkStep) -> Walked {
         let table = self.table
-        let follow = subscription.followsLinks ? 0 : InotifyMask.dontFollow
         let mask = subscription.mask
+        let follows = subscription.followsLinks
         return { step in
             var result = Walked()
             do throws(SyscallError) {
-                result.wd = try table.kernelWatch(step.path, mask: mask, flags: Self.treeFlags | follow)
+                // Not following links unless asked: a directory replaced by a link since it was
+                // listed is refused (ELOOP) rather than followed out of the tree.
+                let fd = try table.system.openDirectory(step.path, followingLinks: follows || step.throughLink)
+                defer { table.system.close(fd) }
+                result.wd = try table.kernelWatch(openDirectory: fd, mask: mask, flags: Self.treeFlags)
                 result.isWatched = true
+                self.list(fd, at: step.path, into: &result, for: subscription, reporting: reporting)
             } catch {
                 result.failure = error
-                return result
             }
-            self.list(step.path, into: &result, for: subscription, reporting: reporting)
             return result
         }
     }
 
-    /// Lists the directory at `path` into `result`. Touches no state of the router: it may run
-    /// on any thread.
+    /// Lists the directory open as `fd` (found at `path`) into `result`. Touches no state of the
+    /// router: it may run on any thread.
     private func list(
-        _ path: FileSystemPath, into result: inout Walked, for subscription: Subscription, reporting: Bool
+        _ fd: Int32, at path: FileSystemPath, into result: inout Walked, for subscription: Subscription,
+        reporting: Bool
     ) {
         let begun = birthClock()
         var listing: [(name: [UInt8], inode: UInt64, isDirectory: Bool)] = []
         var subdirectories: [(name: [UInt8], path: FileSystemPath, throughLink: Bool)] = []
         let follows = subscription.followsLinks
         do {
-            try listNames(path) { name, inode, kind in
+            try Snapshot.readNames(directory: fd, system: table.system) { name, inode, kind in
                 let name = Array(name)
                 listing.append((name, inode, kind == .directory))
                 let isLink = follows && kind == .symbolicLink
@@ -143,12 +170,19 @@ extension Router {
     /// its own name, such a directory moved while its events were lost (a rescan found it here):
     /// its node moves. Reached through a link, it stays where it was reached first (a loop, or a
     /// second link to it).
-    private func adopt(_ step: WalkStep, _ result: Walked, of tree: WatchedTree, for subscription: Subscription)
-        -> TreeNode?
-    {
+    private func adopt(
+        _ step: WalkStep, _ result: Walked, of tree: WatchedTree, for subscription: Subscription, reporting: Bool,
+        foundByRescan: Bool
+    ) -> TreeNode? {
         guard result.isWatched else {
             // A link that leads nowhere, or to a file, is no directory to watch.
-            if let failure = result.failure, !step.throughLink { treeFailed(failure, at: step.path, for: subscription) }
+            guard let failure = result.failure, !step.throughLink else { return nil }
+            if failure.errno == ENOENT {
+                // Removed since it was listed, or an ancestor renamed: then the rename's event is
+                // still to come, and the directory is tried again at its new path after it.
+                tree.unreached.append((step.parent, step.name, reporting, foundByRescan))
+            }
+            treeFailed(failure, at: step.path, for: subscription)
             return nil
         }
         if let existing = tree.node(result.wd) {
@@ -189,42 +223,28 @@ extension Router {
         }
     }
 
-    /// Adds the kernel watch of the directory `name` in `parent`, and its node (see
-    /// ``adopt(_:_:of:for:)``); nil when it is excluded or there is nothing new to list.
-    private func watch(
-        _ name: ArraySlice<UInt8>, of parent: TreeNode, in tree: WatchedTree, for subscription: Subscription,
-        throughLink: Bool = false
-    ) -> TreeNode? {
-        let path = parent.path.appending(bytes: name)
-        if let exclusions = subscription.exclusions, exclusions.excludes(path, under: subscription.root) { return nil }
-        let step = WalkStep(parent: parent, name: Array(name), path: path, throughLink: throughLink)
-        var result = Walked()
-        do {
-            // Not following links unless asked: a directory replaced by a link since it was
-            // listed is then refused (ENOTDIR) rather than followed out of the tree.
-            let follow = subscription.followsLinks ? 0 : InotifyMask.dontFollow
-            result.wd = try table.kernelWatch(path, mask: subscription.mask, flags: Self.treeFlags | follow)
-            result.isWatched = true
-        } catch {
-            result.failure = error
-        }
-        return adopt(step, result, of: tree, for: subscription)
-    }
-
     /// A directory appeared in (created, moved in) or left (removed, moved out) the tree
     /// directory `node` of `subscription`.
     func treeChanged(
         _ name: ArraySlice<UInt8>, at node: TreeNode, appeared: Bool, for subscription: Subscription,
-        foundByRescan: Bool, throughLink: Bool = false
+        foundByRescan: Bool, throughLink: Bool = false, reporting: Bool = true
     ) {
         guard let tree = subscription.loop.tree, tree.node(node.wd) === node else { return }
+        if !tree.unreached.isEmpty { tree.unreached.removeAll { $0.parent === node && $0.name[...] == name } }
         if appeared {
-            guard node.child(name) == nil,
-                let child = watch(name, of: node, in: tree, for: subscription, throughLink: throughLink)
-            else {
-                return
-            }
-            populate(child, of: tree, for: subscription, reporting: true, foundByRescan: foundByRescan)
+            guard node.child(name) == nil else { return }
+            let path = node.path.appending(bytes: name)
+            if let exclusions = subscription.exclusions, exclusions.excludes(path, under: subscription.root) { return }
+            let step = WalkStep(parent: node, name: Array(name), path: path, throughLink: throughLink)
+            let result = walker(for: subscription, reporting: reporting)(step)
+            guard
+                let child = adopt(
+                    step, result, of: tree, for: subscription, reporting: reporting, foundByRescan: foundByRescan)
+            else { return }
+            let level = integrate(
+                result, at: child, path: path, of: tree, for: subscription, reporting: reporting,
+                foundByRescan: foundByRescan)
+            populate(level, of: tree, for: subscription, reporting: reporting, foundByRescan: foundByRescan)
         } else if let child = node.child(name) {
             // Its watches go with it; what was below it is not reported one by one.
             for wd in tree.remove(child) { release(wd, for: subscription) }
@@ -267,11 +287,18 @@ extension Router {
             if let source, let target, let moved = source.child(from.name), tree.node(target.wd) === target {
                 move(moved, to: to.name, in: target, of: tree, for: subscription)
             } else {
+                // A directory the walk could not reach at its old path (``WatchedTree/unreached``)
+                // is reported as it would have been there.
+                let unreached = source.flatMap { source in
+                    tree.unreached.first { $0.parent === source && $0.name[...] == from.name }
+                }
                 if let source {
                     treeChanged(from.name, at: source, appeared: false, for: subscription, foundByRescan: false)
                 }
                 if let target {
-                    treeChanged(to.name, at: target, appeared: true, for: subscription, foundByRescan: false)
+                    treeChanged(
+                        to.name, at: target, appeared: true, for: subscription,
+                        foundByRescan: unreached?.foundByRescan ?? false, reporting: unreached?.reporting ?? true)
                 }
             }
         }
@@ -290,6 +317,20 @@ extension Router {
             for wd in tree.remove(moved) { release(wd, for: subscription) }
         } else {
             tree.move(moved, to: Array(name), in: target)
+            retryUnreached(in: tree, for: subscription)
+        }
+    }
+
+    /// Watches and lists, at their parents' paths now, the directories that could not be opened
+    /// at the paths they were found at (``WatchedTree/unreached``).
+    private func retryUnreached(in tree: WatchedTree, for subscription: Subscription) {
+        guard !tree.unreached.isEmpty else { return }
+        let unreached = tree.unreached
+        tree.unreached = []
+        for entry in unreached where tree.node(entry.parent.wd) === entry.parent {
+            treeChanged(
+                entry.name[...], at: entry.parent, appeared: true, for: subscription,
+                foundByRescan: entry.foundByRescan, reporting: entry.reporting)
         }
     }
 
@@ -297,7 +338,9 @@ extension Router {
     /// (its parent reports its removal). Otherwise the watcher is told that changes below it
     /// are not seen, and why.
     private func treeFailed(_ error: SyscallError, at path: FileSystemPath, for subscription: Subscription) {
-        guard error.errno != ENOENT && error.errno != ENOTDIR else { return }
+        // Gone, or no longer a directory (a link in its place, not followed): its parent's events
+        // say so.
+        guard error.errno != ENOENT && error.errno != ENOTDIR && error.errno != ELOOP else { return }
         var detail: String?
         if error.errno == ENOSPC, let tree = subscription.loop.tree {
             let limit = table.system.watchLimit().map { "the limit is \($0) watches for this user" }

@@ -48,6 +48,13 @@ struct Snapshot: Equatable, Sendable {
     ) throws(SyscallError) {
         let fd = try system.openDirectory(path)
         defer { system.close(fd) }
+        try readNames(directory: fd, system: system, body)
+    }
+
+    /// ``readNames(_:system:_:)`` of a directory already open as `fd` (left open).
+    static func readNames(
+        directory fd: Int32, system: System, _ body: (ArraySlice<UInt8>, UInt64, EntryStatus.Kind) -> Void
+    ) throws(SyscallError) {
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 32 * 1024, alignment: 8)
         defer { buffer.deallocate() }
         var name: [UInt8] = []

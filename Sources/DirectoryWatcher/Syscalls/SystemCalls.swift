@@ -32,7 +32,7 @@ struct SystemCalls: Sendable {
             _ body: @convention(c) (UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer?
         ) -> Int32
     var readlink: @Sendable (_ path: UnsafePointer<CChar>, _ buffer: UnsafeMutablePointer<CChar>, _ size: Int) -> Int
-    var openDirectory: @Sendable (_ path: UnsafePointer<CChar>) -> Int32
+    var openDirectory: @Sendable (_ path: UnsafePointer<CChar>, _ noFollow: Bool) -> Int32
     var openFile: @Sendable (_ path: UnsafePointer<CChar>) -> Int32
     var getdents64: @Sendable (_ fd: Int32, _ buffer: UnsafeMutableRawPointer, _ count: Int) -> Int
     var entryStatus:
@@ -57,7 +57,7 @@ struct SystemCalls: Sendable {
         getcwd: { Glibc.getcwd($0, $1) },
         pthreadCreate: { cdw_thread_create($0, $2, $1) },
         readlink: { Glibc.readlink($0, $1, $2) },
-        openDirectory: { cdw_open_directory($0) },
+        openDirectory: { cdw_open_directory($0, $1 ? 1 : 0) },
         openFile: { Glibc.open($0, O_RDONLY | O_CLOEXEC) },
         getdents64: { cdw_getdents64($0, $1, UInt($2)) },
         entryStatus: { cdw_entry_status_at($0, $1, $2) }
@@ -247,9 +247,11 @@ struct System: Sendable {
 
     /// Opens the directory at `path` for listing. The corresponding C function is `open`, with
     /// `O_DIRECTORY`.
-    func openDirectory(_ path: FileSystemPath) throws(SyscallError) -> Int32 {
+    /// Opens a directory to list it (and, for a tree, to watch exactly the directory listed).
+    /// Not following links, a symbolic link at `path` is refused with `ELOOP`.
+    func openDirectory(_ path: FileSystemPath, followingLinks: Bool = true) throws(SyscallError) -> Int32 {
         try path.withCString { pointer throws(SyscallError) in
-            try retrying("open") { calls.openDirectory(pointer) }
+            try retrying("open") { calls.openDirectory(pointer, !followingLinks) }
         }
     }
 

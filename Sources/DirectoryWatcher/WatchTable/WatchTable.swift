@@ -80,6 +80,16 @@ struct WatchTable<Subscriber: AnyObject> {
         try system.inotifyAddWatch(inotifyFD, path: directory, mask: mask | flags | InotifyMask.maskAdd)
     }
 
+    /// Adds (or extends) the kernel watch of the directory open as `directory`, whatever its
+    /// path names by now: the watch is then on exactly the directory that is listed through the
+    /// same descriptor, even when it is renamed between the two. (Through `/proc/self/fd`, a link
+    /// the kernel follows to the open directory itself.)
+    func kernelWatch(openDirectory directory: Int32, mask: UInt32, flags: UInt32) throws(SyscallError) -> Int32 {
+        try system.inotifyAddWatch(
+            inotifyFD, path: FileSystemPath("/proc/self/fd/\(directory)"),
+            mask: mask | (flags & ~InotifyMask.dontFollow) | InotifyMask.maskAdd)
+    }
+
     /// The table's half of ``add(_:directory:mask:flags:only:node:)``, for a descriptor that
     /// ``kernelWatch(_:mask:flags:)`` returned.
     mutating func insert(

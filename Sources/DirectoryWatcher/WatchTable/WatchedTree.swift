@@ -9,6 +9,10 @@ final class WatchedTree {
     /// Moves on at every rename or move inside the tree: a path cached under an older epoch is
     /// built again from the parent's.
     fileprivate(set) var epoch = 0
+    /// Directories a listing found that could not be opened by the path they were found at (an
+    /// ancestor renamed meanwhile, most often): tried again, at their parent's new path, after the
+    /// next rename inside the tree. `reporting`: their entries are to be reported as created.
+    var unreached: [(parent: TreeNode, name: [UInt8], reporting: Bool, foundByRescan: Bool)] = []
 
     init(rootPath: FileSystemPath, wd: Int32) {
         root = TreeNode(wd: wd, name: [], parent: nil, rootPath: rootPath)
