@@ -24,6 +24,24 @@ final class AsyncSequenceTests: WatchedDirectoryTestCase {
         XCTAssertEqual(ProcessResources.loopThreads(), 0, "the watch was released before the loop ended")
     }
 
+    /// The sequence takes the watchers' options: settled, a file made, written and renamed is one
+    /// creation under its last name, and the removal of the directory ends the sequence at once.
+    func testASettledSequenceGivesWhatTheChangesAddUpTo() async throws {
+        let changes = try DirectoryWatcher.changes(
+            path: directory.path, options: .init(settling: .init(quietPeriod: .milliseconds(50))))
+        let file = directory.touch("draft")
+        directory.write("draft", "text")
+        rename(file, directory.url("final"))
+        var iterator = changes.makeAsyncIterator()
+        let first = await iterator.next()
+        XCTAssertEqual(first, DirectoryChange(.created, directory.url("final")))
+        unlink(directory.url("final"))
+        rmdir(directory.path)
+        var rest: [DirectoryChange] = []
+        while let change = await iterator.next() { rest.append(change) }
+        XCTAssertEqual(rest, [DirectoryChange(.rootRemoved, directory.path, directory: true)])
+    }
+
     func testCancellingTheConsumerEndsTheWatch() async throws {
         let watchesBefore = ProcessResources.kernelWatches()
         let changes = try DirectoryWatcher.changes(path: directory.path)

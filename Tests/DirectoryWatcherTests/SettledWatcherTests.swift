@@ -46,15 +46,15 @@ final class SettledWatcherTests: XCTestCase {
         directory = nil
     }
 
-    private func watch(_ settling: DirectoryWatcher.Settling, events: DirectoryWatcher.Events = .default)
-        throws -> DirectoryWatcher
-    {
+    private func watch(
+        _ settling: DirectoryWatcher.Settling, events: DirectoryWatcher.Events = .default, recursive: Bool = false
+    ) throws -> DirectoryWatcher {
         let batches = batches
         let delegate = ClosureRecorder { changes in batches.update { $0.append(changes) } }
         delegates.append(delegate)
         return try DirectoryWatcher.make(
             path: directory.path,
-            options: .init(events: events, delivery: .eventLoopThread, settling: settling),
+            options: .init(events: events, delivery: .eventLoopThread, recursive: recursive, settling: settling),
             delegate: delegate, queue: nil, loop: loop)
     }
 
@@ -158,6 +158,59 @@ final class SettledWatcherTests: XCTestCase {
                     DirectoryChange(.renamed, directory.url("kept"), from: directory.url("existing")),
                     DirectoryChange(.modified, directory.url("kept")),
                     DirectoryChange(.removed, directory.url("tree"), directory: true),
+                ]
+            ])
+    }
+
+    /// `rm -rf` of a directory in a watched tree: one removal, not one per entry (unless asked).
+    func testATreesDirectoryRemovedWithItsContentsIsOneRemoval() throws {
+        for listsRemovedContents in [false, true] {
+            directory.mkdir("build")
+            directory.mkdir("build/objects")
+            for name in ["build/a.o", "build/objects/b.o", "build/objects/c.o"] { directory.touch(name) }
+            let watcher = try watch(
+                .init(quietPeriod: .milliseconds(50), listsRemovedContents: listsRemovedContents), recursive: true)
+            defer { watcher.invalidate() }
+            try FileManager.default.removeItem(atPath: directory.url("build"))
+            pass(milliseconds: 50)
+            let changes = Array(batches.get().joined())
+            if listsRemovedContents {
+                XCTAssertEqual(
+                    Set(changes),
+                    Set(
+                        ["build/a.o", "build/objects/b.o", "build/objects/c.o"].map {
+                            DirectoryChange(.removed, directory.url($0))
+                        }
+                            + ["build/objects", "build"].map {
+                                DirectoryChange(.removed, directory.url($0), directory: true)
+                            }))
+                XCTAssertEqual(changes.last, DirectoryChange(.removed, directory.url("build"), directory: true))
+            } else {
+                XCTAssertEqual(changes, [DirectoryChange(.removed, directory.url("build"), directory: true)])
+            }
+            batches.set([])
+        }
+    }
+
+    /// `mkdir -p` and files written in it, in a watched tree: each entry once, as created, with
+    /// its path; nothing of the writing.
+    func testANewTreeIsReportedAsCreatedOnceItIsWritten() throws {
+        let watcher = try watch(.init(quietPeriod: .milliseconds(50)), recursive: true)
+        defer { watcher.invalidate() }
+        try FileManager.default.createDirectory(
+            atPath: directory.url("out/x/y"), withIntermediateDirectories: true)
+        directory.touch("out/x/y/report.txt")
+        directory.write("out/x/y/report.txt", "done")
+        XCTAssertEqual(rename(directory.url("out/x"), directory.url("out/z")), 0)
+        pass(milliseconds: 50)
+        XCTAssertEqual(
+            batches.get(),
+            [
+                [
+                    DirectoryChange(.created, directory.url("out"), directory: true),
+                    DirectoryChange(.created, directory.url("out/z"), directory: true),
+                    DirectoryChange(.created, directory.url("out/z/y"), directory: true),
+                    DirectoryChange(.created, directory.url("out/z/y/report.txt")),
                 ]
             ])
     }

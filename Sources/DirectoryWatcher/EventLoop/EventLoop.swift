@@ -171,6 +171,12 @@ final class EventLoop: @unchecked Sendable {
         return Int64(clamping: deadline - now)
     }
 
+    /// Reads and routes what the kernel has queued, as a wake-up would (a task: the loop's
+    /// leader); the batches go out at the end of the wake-up.
+    func readQueuedEvents() {
+        readEvents(now: clock())
+    }
+
     private func readEvents(now: UInt64) {
         for _ in 0..<Self.readsPerWakeUp {
             let count: Int?

@@ -46,11 +46,25 @@ extension DirectoryWatcher {
     /// When the directory is removed or moved, the sequence delivers that change and ends; by
     /// then the watch has been released.
     ///
+    /// ```swift
+    /// // Each file once it has been written in full, a tree deep:
+    /// let options = DirectoryWatcher.Options(recursive: true, settling: .init(quietPeriod: .milliseconds(300)))
+    /// for await change in try DirectoryWatcher.changes(path: "/srv/uploads", options: options) {
+    ///     if change.kind == .created { process(change.path) }
+    /// }
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - path: The directory, absolute or relative to the current directory.
+    ///   - options: What to report and how, as for ``DirectoryWatcher/watchFolder(path:options:delegate:queue:)``:
+    ///     events, recovery, a recursive watch, excludes, settling.
     /// - Throws: ``DirectoryWatcherError``, naming the path and the cause.
-    public static func changes(path: String) throws(DirectoryWatcherError) -> DirectoryChanges {
+    public static func changes(path: String, options: Options = Options()) throws(DirectoryWatcherError)
+        -> DirectoryChanges
+    {
         let (stream, continuation) = AsyncStream.makeStream(of: DirectoryChange.self, bufferingPolicy: .unbounded)
         let delegate = StreamDelegate(continuation)
-        let watcher = try watchFolder(path: path, delegate: delegate)
+        let watcher = try watchFolder(path: path, options: options, delegate: delegate)
         // Holds the watcher and its (weakly held) delegate until the sequence ends: finished,
         // cancelled, or dropped (AsyncStream cancels when its last copy and iterator go away).
         // Never waits for a delivery in progress: the runtime calls this while holding the

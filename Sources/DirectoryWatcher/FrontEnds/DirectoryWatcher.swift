@@ -250,7 +250,15 @@ public final class DirectoryWatcher: @unchecked Sendable {
         // The closure forms have no owner to keep their delegate alive: the watcher does.
         if retainingDelegate { watcher.lock.withLock { watcher.retainedDelegate = delegate } }
         subscription.receiver = watcher
-        switch lease.loop.submitAndWait({ loop in loop.router.subscribeDeferringListing(subscription) }) {
+        let subscribed = lease.loop.submitAndWait { loop in
+            // What the kernel queued before this watcher joined is not its news: read it first,
+            // for the watchers already there. (A directory other watchers watch already is
+            // watched by the same kernel watch, whose queued events would otherwise reach this
+            // one too: a `created` for an entry that existed before it started.)
+            loop.readQueuedEvents()
+            return loop.router.subscribeDeferringListing(subscription)
+        }
+        switch subscribed {
         case .some(.success(let request)):
             if let request {
                 // The first listing of a kept directory, read here rather than on the loop: a
