@@ -13,6 +13,8 @@ public struct Options: Equatable, Sendable {
     public var excludes: [String] = []
     /// Seconds of quiet before a batch is delivered; nil delivers at once.
     public var settle: Double?
+    /// With ``settle``: the longest a change waits, in seconds; nil for the library's default.
+    public var settleMax: Double?
     public var once = false
     /// The command to run after each batch, as argv; nil runs nothing.
     public var exec: [String]?
@@ -33,6 +35,9 @@ public struct UsageError: Error, Equatable, CustomStringConvertible {
 ///
 /// Options and paths mix freely; `--` ends the options; `--exec` takes every argument after it as
 /// the command and its arguments, so it comes last.
+/// The longest --settle or --settle-max taken: a million seconds (eleven days and a half).
+let maximumSeconds = 1_000_000.0
+
 public func parseArguments(_ arguments: [String]) throws(UsageError) -> Invocation {
     var options = Options()
     var index = 0
@@ -62,7 +67,7 @@ public func parseArguments(_ arguments: [String]) throws(UsageError) -> Invocati
             if let inlineValue { return inlineValue }
             return try value(for: name)
         }
-        if inlineValue != nil && !["--exclude", "--settle"].contains(name) {
+        if inlineValue != nil && !["--exclude", "--settle", "--settle-max"].contains(name) {
             throw UsageError("\(name) takes no value")
         }
         switch name {
@@ -77,12 +82,13 @@ public func parseArguments(_ arguments: [String]) throws(UsageError) -> Invocati
             let pattern = try optionValue()
             guard !pattern.isEmpty else { throw UsageError("--exclude needs a non-empty pattern") }
             options.excludes.append(pattern)
-        case "--settle":
+        case "--settle", "--settle-max":
             let text = try optionValue()
-            guard let seconds = Double(text), seconds.isFinite, seconds >= 0 else {
-                throw UsageError("--settle takes a number of seconds, not '\(text)'")
+            guard let seconds = Double(text), seconds.isFinite, seconds > 0, seconds <= maximumSeconds else {
+                throw UsageError(
+                    "\(name) takes a number of seconds above 0 and at most \(Int(maximumSeconds)), not '\(text)'")
             }
-            options.settle = seconds
+            if name == "--settle" { options.settle = seconds } else { options.settleMax = seconds }
         case "-x", "--exec":
             let command = Array(arguments[(index + 1)...])
             guard let program = command.first, !program.isEmpty else { throw UsageError("--exec needs a command") }
@@ -97,6 +103,12 @@ public func parseArguments(_ arguments: [String]) throws(UsageError) -> Invocati
         throw UsageError("an empty path is not a directory; use . for the current one")
     }
     if options.restart && options.exec == nil { throw UsageError("--restart goes with --exec") }
+    if let maximum = options.settleMax {
+        guard let settle = options.settle else { throw UsageError("--settle-max goes with --settle") }
+        guard maximum >= settle else {
+            throw UsageError("--settle-max (\(maximum)) must be at least --settle (\(settle))")
+        }
+    }
     return .watch(options)
 }
 
@@ -120,8 +132,14 @@ public let usage = """
       -r, --recursive       watch every directory below each PATH too, as they come and go
                             (symbolic links are not followed; --exclude filters what is printed,
                             excluded directories are still watched)
-          --settle SECONDS  deliver a batch once the directory has been quiet that long
-                            (not available yet)
+          --settle SECONDS  print a batch only once the writing is over: when the directory (or
+                            tree) has been quiet for SECONDS and no file in it is still open
+                            for writing, with what the changes add up to (a file created and
+                            written is one created line; made and removed, nothing)
+          --settle-max SECONDS
+                            with --settle: print a batch at the latest SECONDS after its first
+                            change, however busy the directory (default: 10, or four times
+                            --settle when that is longer)
       -h, --help            show this help
       -V, --version         show the version
 

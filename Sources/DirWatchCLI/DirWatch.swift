@@ -29,12 +29,6 @@ public enum DirWatch {
             writeError("\(error)\n")
             exit(ExitCode.usage)
         }
-        // Never silently: options that need library features still to come say so.
-        if options.settle != nil {
-            fail(
-                "--settle is not available yet: the library does not settle batches so far; "
-                    + "batches are delivered as soon as they are read", status: ExitCode.usage)
-        }
         if let program = options.exec?.first,
             CommandRunner.resolve(program, path: getenv("PATH").map { String(cString: $0) }) == nil
         {
@@ -102,8 +96,12 @@ private final class Session: DirectoryWatcherDelegate, @unchecked Sendable {
             }
         }
         // The library applies the excludes: in a tree, an excluded directory is never watched.
+        let settling = options.settle.map { seconds in
+            DirectoryWatcher.Settling(
+                quietPeriod: .seconds(seconds), maximumWait: options.settleMax.map { .seconds($0) })
+        }
         let watchOptions = DirectoryWatcher.Options(
-            delivery: .eventLoopThread, recursive: options.recursive, excludes: options.excludes)
+            delivery: .eventLoopThread, recursive: options.recursive, excludes: options.excludes, settling: settling)
         var seen = Set<FileSystemPath>()
         for path in options.paths {
             do {

@@ -45,6 +45,9 @@ final class ArgumentTests: XCTestCase {
         XCTAssertTrue(parsed.recursive)
         XCTAssertEqual(parsed.settle, 0.5)
         XCTAssertEqual(try options(["--settle=2", "."]).settle, 2)
+        let bounded = try options(["--settle", "0.3", "--settle-max=5", "."])
+        XCTAssertEqual(bounded.settle, 0.3)
+        XCTAssertEqual(bounded.settleMax, 5)
     }
 
     func testHelpAndVersion() throws {
@@ -59,8 +62,16 @@ final class ArgumentTests: XCTestCase {
             (["--bogus", "."], "unknown option '--bogus'"),
             (["--exclude"], "--exclude needs a value"),
             (["--exclude", "", "."], "--exclude needs a non-empty pattern"),
-            (["--settle", "soon", "."], "--settle takes a number of seconds, not 'soon'"),
-            (["--settle", "-1", "."], "--settle takes a number of seconds, not '-1'"),
+            (["--settle", "soon", "."], "--settle takes a number of seconds above 0 and at most 1000000, not 'soon'"),
+            (["--settle", "-1", "."], "--settle takes a number of seconds above 0 and at most 1000000, not '-1'"),
+            (["--settle", "0", "."], "--settle takes a number of seconds above 0 and at most 1000000, not '0'"),
+            (["--settle=", "."], "--settle takes a number of seconds above 0 and at most 1000000, not ''"),
+            (["--settle", "nan", "."], "--settle takes a number of seconds above 0 and at most 1000000, not 'nan'"),
+            (["--settle", "1e12", "."], "--settle takes a number of seconds above 0 and at most 1000000, not '1e12'"),
+            (["--settle"], "--settle needs a value"),
+            (["--settle-max", "0", "."], "--settle-max takes a number of seconds above 0 and at most 1000000, not '0'"),
+            (["--settle-max", "2", "."], "--settle-max goes with --settle"),
+            (["--settle", "2", "--settle-max", "1", "."], "--settle-max (1.0) must be at least --settle (2.0)"),
             ([".", "--exec"], "--exec needs a command"),
             (["--restart", "."], "--restart goes with --exec"),
             ([""], "an empty path is not a directory; use . for the current one"),

@@ -71,6 +71,49 @@ final class EndToEndTests: XCTestCase {
         XCTAssertEqual(run.remainingOutput(), "", "no extra lines")
     }
 
+    /// The writer, as a script sees it: a 64 KiB chunk appended every 150 ms for two
+    /// seconds (on a timer), under `dirwatch --settle 0.3 --json`. No line while it writes; one
+    /// line, the file created, a quiet period after it is closed and within half a second.
+    func testSettleWaitsUntilAFileBeingWrittenIsClosed() throws {
+        let run = try Run(Self.binary, ["--settle", "0.3", "--json", directory.path])
+        try run.waitUntilEstablished()
+        let file = path("upload.bin")
+        let fd = open(file, O_CREAT | O_WRONLY | O_TRUNC, 0o644)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        let chunk = [UInt8](repeating: 0x5A, count: 64 * 1024)
+        let linesWhileWriting = LockedCount()
+        let closedAt = LockedCount()
+        let done = expectation(description: "the writer closed the file")
+        let timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "writer"))
+        var chunks = 0
+        timer.setEventHandler {
+            linesWhileWriting.add(run.waitingLines)
+            guard chunks == 14 else {
+                chunks += 1
+                _ = write(fd, chunk, chunk.count)
+                return
+            }
+            close(fd)
+            closedAt.add(Int(DispatchTime.now().uptimeNanoseconds))
+            timer.cancel()
+            done.fulfill()
+        }
+        timer.schedule(deadline: .now(), repeating: .milliseconds(150))
+        timer.resume()
+        wait(for: [done], timeout: 20)
+        XCTAssertEqual(linesWhileWriting.value, 0, "no line while it writes")
+
+        XCTAssertEqual(try run.nextJSON(), ["kind": "created", "path": file, "isDirectory": false])
+        let after = Double(Int(run.lastArrival) - closedAt.value) / 1e9
+        XCTAssertGreaterThanOrEqual(after, 0.29, "not before the quiet period")
+        XCTAssertLessThan(after, 0.5, "within half a second of the close")
+        // Nothing else came with it: the next line is the next change.
+        touch(path("marker"))
+        XCTAssertEqual(try run.nextJSON(), ["kind": "created", "path": path("marker"), "isDirectory": false])
+        run.interrupt()
+        XCTAssertEqual(try run.waitForExit(), 0)
+    }
+
     func testExitsWhenTheLastOfSeveralRootsIsGone() throws {
         let second = directory.appendingPathComponent("second").path
         let first = directory.appendingPathComponent("first").path
@@ -274,6 +317,8 @@ private final class Run: @unchecked Sendable {
     private let stderr = Pipe()
     private let lock = NSCondition()
     private var lines: [String] = []
+    /// When each of ``lines`` was read (monotonic nanoseconds).
+    private var arrivals: [UInt64] = []
     private var partial = Data()
     private var stdoutClosed = false
     private var errors = Data()
@@ -310,6 +355,7 @@ private final class Run: @unchecked Sendable {
                 partial.append(chunk)
                 while let newline = partial.firstIndex(of: UInt8(ascii: "\n")) {
                     lines.append(String(decoding: partial[partial.startIndex..<newline], as: UTF8.self))
+                    arrivals.append(DispatchTime.now().uptimeNanoseconds)
                     partial = Data(partial[(newline + 1)...])
                 }
                 if chunk.isEmpty { stdoutClosed = true }
@@ -354,8 +400,15 @@ private final class Run: @unchecked Sendable {
             XCTFail("dirwatch closed stdout: \(String(decoding: errors, as: UTF8.self))")
             return ""
         }
+        lastArrival = arrivals.removeFirst()
         return lines.removeFirst()
     }
+
+    /// When the line ``nextLine()`` last returned was read (monotonic nanoseconds).
+    private(set) var lastArrival: UInt64 = 0
+
+    /// Lines read and not yet taken.
+    var waitingLines: Int { lock.withLock { lines.count } }
 
     func nextJSON() throws -> NSDictionary {
         let line = try nextLine()
@@ -394,4 +447,12 @@ private final class Run: @unchecked Sendable {
         defer { lock.unlock() }
         return String(decoding: errors, as: UTF8.self)
     }
+}
+
+/// An integer shared with a timer's queue.
+private final class LockedCount: @unchecked Sendable {
+    private let lock = NSLock()
+    private var total = 0
+    var value: Int { lock.withLock { total } }
+    func add(_ amount: Int) { lock.withLock { total += amount } }
 }
