@@ -109,7 +109,7 @@ final class TreeTests: WatchedDirectoryTestCase {
     }
 
     /// Runs `body` once, the first time a tree directory whose path ends with `suffix` is opened
-    /// (or, `whenWatched`, watched through its descriptor), just before that call: a rename made
+    /// (just before), or, `whenWatched`, watched through its descriptor (just after): a rename made
     /// there falls between two steps of the walk, at the worst moment.
     private func calls(
         renamingAt suffix: String, whenWatched: Bool = false, _ body: @escaping @Sendable () -> Void
@@ -129,8 +129,9 @@ final class TreeTests: WatchedDirectoryTestCase {
         calls.inotifyAddWatch = { fd, path, mask in
             var target = [UInt8](repeating: 0, count: Int(PATH_MAX))
             let length = readlink(path, &target, target.count)
+            let wd = live.inotifyAddWatch(fd, path, mask)
             if whenWatched, length > 0 { once(String(decoding: target[..<length], as: UTF8.self)) }
-            return live.inotifyAddWatch(fd, path, mask)
+            return wd
         }
         return calls
     }
@@ -191,6 +192,27 @@ final class TreeTests: WatchedDirectoryTestCase {
             ])
         directory.touch("out/z/y/later")
         XCTAssertEqual(delivered(), [DirectoryChange(.created, directory.url("out/z/y/later"))])
+    }
+
+    /// A rename inside a directory after its watch and before its listing: the listing shows
+    /// the new name, reported as created; the kernel's event for the rename, queued since the
+    /// watch, is a repeat of what the listing showed, and is not reported again.
+    func testARenameTheListingAlreadyShowsIsNotReportedAgain() throws {
+        let outside = TemporaryDirectory()
+        for made in ["out", "out/x", "out/x/y"] { XCTAssertEqual(Glibc.mkdir(outside.url(made), 0o755), 0) }
+        outside.touch("out/x/y/report.txt")
+        let (from, to) = (directory.url("out/x"), directory.url("out/z"))
+        let loop = try watchTree(on: calls(renamingAt: "/out", whenWatched: true) { _ = Glibc.rename(from, to) })
+        defer { loop.shutdown() }
+        rename(outside.url("out"), directory.url("out"))
+        XCTAssertEqual(
+            delivered() + delivered(),
+            [
+                DirectoryChange(.movedIn, directory.url("out"), directory: true),
+                DirectoryChange(.created, to, directory: true),
+                DirectoryChange(.created, directory.url("out/z/y"), directory: true),
+                DirectoryChange(.created, directory.url("out/z/y/report.txt")),
+            ])
     }
 
     func testASubtreeMovedOutIsLetGoAndNothingBelowItIsReported() throws {

@@ -442,6 +442,15 @@ final class Router {
     }
 
     private func handleMove(from: InotifyEvent, to: InotifyEvent) {
+        // A move the listing already shows: the directories were watched before it and listed
+        // after it (a tree's new directory, most often). Its old name was never known, its new
+        // one is, and was reported with the listing: the event is a repeat, as a creation the
+        // listing showed is.
+        if let source = known[from.wd], let target = known[to.wd], !source.contains(from.name),
+            target.contains(to.name)
+        {
+            return
+        }
         if from.wd == to.wd {
             known[from.wd]?.renamed(from: from.name, to: to.name, at: wallNow)
         } else {
