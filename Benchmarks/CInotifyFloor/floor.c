@@ -57,7 +57,11 @@ static int remember(cif_floor *floor, int wd, const char *path) {
 }
 
 int cif_floor_add(cif_floor *floor, const char *directory) {
-    int wd = inotify_add_watch(floor->inotify_fd, directory, cif_directory_mask | IN_ONLYDIR | IN_EXCL_UNLINK);
+    return cif_floor_add_mask(floor, directory, cif_directory_mask);
+}
+
+int cif_floor_add_mask(cif_floor *floor, const char *directory, uint32_t mask) {
+    int wd = inotify_add_watch(floor->inotify_fd, directory, mask | IN_ONLYDIR | IN_EXCL_UNLINK);
     if (wd < 0) return -1;
     return remember(floor, wd, directory);
 }

@@ -8,6 +8,9 @@ struct Configuration {
     var latencyOperations = 2_000
     /// Operations before measuring latency: first-touch page faults, dispatch threads starting.
     var latencyWarmUp = 50
+    /// Files written and closed one at a time under a settled watcher, and its quiet period.
+    var settledOperations = 200
+    var settledQuietMilliseconds = 20
     var burstSize = 100_000
     var treeSizes = [10_000, 100_000]
     var watcherCount = 1_000
@@ -23,7 +26,8 @@ struct Configuration {
     var scratchParent: String?
 
     static let quick = Configuration(
-        rounds: 2, latencyOperations: 300, latencyWarmUp: 20, burstSize: 10_000, treeSizes: [1_000, 10_000],
+        rounds: 2, latencyOperations: 300, latencyWarmUp: 20, settledOperations: 20, settledQuietMilliseconds: 20,
+        burstSize: 10_000, treeSizes: [1_000, 10_000],
         watcherCount: 1_000, slowWatcherCount: 200, snapshotEntries: 10_000, idleSettle: 0.5, idleWindow: 1.0,
         quick: true, peers: false,
         outputDirectory: nil, scratchParent: nil)
@@ -119,6 +123,10 @@ final class Bench {
         var trees: [Int: [Double]] = [:]
         var libraryTrees: [Int: [Double]] = [:]
         var treeHeap: [Double] = []
+        var settled50: [Double] = []
+        var settled99: [Double] = []
+        var closes50: [Double] = []
+        var closes99: [Double] = []
 
         for round in 0..<c.rounds {
             // Alternate who goes first, so neither always gets the warmer caches.
@@ -137,6 +145,12 @@ final class Bench {
                 floorLatency99[contender, default: []].append(percentile(floorSamples, 0.99) / 1000)
                 if contender == .library { idle[.floor, default: []].append(floorWakeUps) }
             }
+            log("round \(round + 1)/\(c.rounds): settled library beside the floor: a writer's close → callback")
+            let (settled, closes) = try settledLatency(round: round)
+            settled50.append(percentile(settled, 0.50) / 1000)
+            settled99.append(percentile(settled, 0.99) / 1000)
+            closes50.append(percentile(closes, 0.50) / 1000)
+            closes99.append(percentile(closes, 0.99) / 1000)
             for contender in watching {
                 log("round \(round + 1)/\(c.rounds): \(contender): burst of \(format(Double(c.burstSize))) creates")
                 let burst = try burst(contender, round: round)
@@ -212,6 +226,15 @@ final class Bench {
             figure(
                 "latency99-queue", "Latency, file created → callback, p99\(onQueue)", "µs",
                 paired(latency99, floorLatency99, .libraryQueue), .none),
+            figure(
+                "settled50",
+                "Settled: a writer's close → callback, beyond the \(c.settledQuietMilliseconds) ms quiet period, p50 "
+                    + "(floor: close → IN_CLOSE_WRITE read)", "µs", (.values(settled50), .values(closes50)),
+                .atMost(1000)),
+            figure(
+                "settled99",
+                "Settled: a writer's close → callback, beyond the \(c.settledQuietMilliseconds) ms quiet period, p99 "
+                    + "(floor: close → IN_CLOSE_WRITE read)", "µs", (.values(settled99), .values(closes99)), .none),
             figure("cpu", "CPU per change, burst of \(burstName)", "µs", both(cpu), .ratioAtMost(1.5)),
             figure(
                 "cpu-queue", "CPU per change, burst of \(burstName)\(onQueue)", "µs", both(cpu, .libraryQueue),
@@ -308,6 +331,45 @@ final class Bench {
             _ = try process.wait()
         }
         return (samples, floorSamples, Double(wakeUps) / c.idleWindow, Double(floorWakeUps) / c.idleWindow)
+    }
+
+    /// A settled library watcher and a floor watching for closes after writing, on one directory
+    /// at the same time: files are written and closed one at a time, each timed from just before
+    /// its close to each child's report of it. Returns the library's samples minus its quiet
+    /// period (what settling adds beyond the period it promises), and the floor's.
+    private func settledLatency(round: Int) throws(BenchError) -> ([Double], [Double]) {
+        let c = configuration
+        let directory = "\(scratch)/settled-\(round)"
+        try Files.makeDirectory(directory)
+        defer { Files.remove(directory) }
+        let library = try child(["library-settled", directory, "\(c.settledQuietMilliseconds)"], reports: true)
+        _ = try library.expectLine(containing: "ready")
+        let floor = try child(["floor-closes", directory], reports: true)
+        _ = try floor.expectLine(containing: "ready")
+        let quiet = Double(c.settledQuietMilliseconds) * 1e6
+        var samples: [Double] = []
+        var floorSamples: [Double] = []
+        let chunk = [UInt8](repeating: 0x5A, count: 4096)
+        for index in 0..<(c.settledOperations + 5) {
+            let fd = open("\(directory)/\(index)", O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0o644)
+            guard fd >= 0, write(fd, chunk, chunk.count) == chunk.count else {
+                throw .system("write", "\(directory)/\(index)")
+            }
+            let start = monotonicNanoseconds()
+            close(fd)
+            let floorArrival = try floor.readReport()
+            let arrival = try library.readReport()
+            guard index >= 5 else { continue }
+            samples.append(Double(Int64(bitPattern: arrival &- start)) - quiet)
+            floorSamples.append(Double(Int64(bitPattern: floorArrival &- start)))
+        }
+        for process in [library, floor] {
+            process.closeControl()
+            while (try? process.readReport()) != nil {}
+            _ = try process.expectLine(containing: "done")
+            _ = try process.wait()
+        }
+        return (samples, floorSamples)
     }
 
     struct BurstResult {

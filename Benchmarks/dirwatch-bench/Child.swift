@@ -24,6 +24,12 @@ enum Child {
                 try libraryWatch(directory: arguments[1], reports: arguments[2] == "report", delivery: .queue)
             case ("floor-watch", 3):
                 try floorWatch(directory: arguments[1], reports: arguments[2] == "report", handOff: false)
+            case ("library-settled", 3):
+                try libraryWatch(
+                    directory: arguments[1], reports: true, delivery: .automatic,
+                    settling: .init(quietPeriod: .milliseconds(Int(arguments[2]) ?? 20)))
+            case ("floor-closes", 2):
+                try floorWatch(directory: arguments[1], reports: true, handOff: false, mask: UInt32(IN_CLOSE_WRITE))
             case ("handoff-watch", 3):
                 try floorWatch(directory: arguments[1], reports: arguments[2] == "report", handOff: true)
             case ("library-many", 3):
@@ -57,12 +63,13 @@ enum Child {
     }
 
     private static func libraryWatch(
-        directory: String, reports: Bool, delivery: DirectoryWatcher.Delivery
+        directory: String, reports: Bool, delivery: DirectoryWatcher.Delivery,
+        settling: DirectoryWatcher.Settling? = nil
     ) throws(BenchError) {
         let tally = Tally()
         let watcher: DirectoryWatcher
         do {
-            let options = DirectoryWatcher.Options(delivery: delivery)
+            let options = DirectoryWatcher.Options(delivery: delivery, settling: settling)
             watcher = try DirectoryWatcher.watchFolder(path: directory, options: options) { changes in
                 for change in changes {
                     if reports {
@@ -94,10 +101,14 @@ enum Child {
                 + "changes=\(tally.changes.load(ordering: .relaxed))\n", to: 1)
     }
 
-    private static func floorWatch(directory: String, reports: Bool, handOff: Bool) throws(BenchError) {
+    private static func floorWatch(
+        directory: String, reports: Bool, handOff: Bool, mask: UInt32 = cif_directory_mask
+    ) throws(BenchError) {
         guard let floor = cif_floor_open() else { throw .system("floor: inotify_init1") }
         defer { cif_floor_close(floor) }
-        guard cif_floor_add(floor, directory) >= 0 else { throw .system("floor: inotify_add_watch", directory) }
+        guard cif_floor_add_mask(floor, directory, mask) >= 0 else {
+            throw .system("floor: inotify_add_watch", directory)
+        }
         writeAll("ready cpu=\(ownCPUNanoseconds())\n", to: 1)
         var counts = cif_counts()
         guard cif_floor_run(floor, 0, reports ? reportFD : -1, handOff ? 1 : 0, &counts) == 0 else {

@@ -69,7 +69,10 @@ final class ArgumentTests: XCTestCase {
             (["--settle", "nan", "."], "--settle takes a number of seconds above 0 and at most 1000000, not 'nan'"),
             (["--settle", "1e12", "."], "--settle takes a number of seconds above 0 and at most 1000000, not '1e12'"),
             (["--settle"], "--settle needs a value"),
-            (["--settle-max", "0", "."], "--settle-max takes a number of seconds above 0 and at most 1000000, not '0'"),
+            (
+                ["--settle-max", "0", "."],
+                "--settle-max takes a number of seconds above 0 and at most 1000000, not '0'"
+            ),
             (["--settle-max", "2", "."], "--settle-max goes with --settle"),
             (["--settle", "2", "--settle-max", "1", "."], "--settle-max (1.0) must be at least --settle (2.0)"),
             ([".", "--exec"], "--exec needs a command"),

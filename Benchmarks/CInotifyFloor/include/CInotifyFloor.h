@@ -29,6 +29,10 @@ cif_floor *cif_floor_open(void);
 /// Watches one directory with `cif_directory_mask`. The watch descriptor, or -1 with errno set.
 int cif_floor_add(cif_floor *floor, const char *directory);
 
+/// Watches one directory for the events of `mask` alone (for example IN_CLOSE_WRITE: when a
+/// writer closes a file, the floor of a settled watcher's latency). As `cif_floor_add`.
+int cif_floor_add_mask(cif_floor *floor, const char *directory, uint32_t mask);
+
 /// Watches `root` and every directory under it, the naive way: a depth-first readdir walk that
 /// adds each directory as it is found, one `inotify_add_watch` per directory, its path kept in the
 /// table. The number of directories watched, or -1 with errno set (the walk stops at the error).

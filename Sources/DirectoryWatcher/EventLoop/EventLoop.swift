@@ -17,8 +17,9 @@ import Glibc
 ///
 /// The leader sleeps with no timeout while nothing is pending, so an idle process wakes up zero
 /// times a second. It wakes for three reasons: the inotify descriptor is readable, the eventfd
-/// was signalled (a task: subscribe, unsubscribe, barrier, shutdown), or a `MOVED_FROM` waiting for
-/// its partner reached its deadline.
+/// was signalled (a task: subscribe, unsubscribe, barrier, shutdown), or one of the router's
+/// deadlines came (a `MOVED_FROM` waiting for its partner, a settled batch due), which it sleeps
+/// to to the nanosecond.
 ///
 /// Ownership: the router, the ready mailboxes and the buffers are the leader's; ``execute(_:)`` is
 /// the only way in from other threads. The descriptors are closed by the leader as it exits.
