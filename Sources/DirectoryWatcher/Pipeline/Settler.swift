@@ -30,8 +30,8 @@ struct Settler {
     private var batch: SettledBatch
     /// Files written and not yet closed after writing, by path.
     private(set) var writers: Set<FileSystemPath> = []
-    /// Files created and not yet opened (``creating``), and created, opened and not yet closed
-    /// (``opening``): a writer that has not written yet.
+    /// Files created and not yet opened (`created`), and created, opened and not yet closed
+    /// (`opening`): a writer that has not written yet.
     private(set) var created: Set<FileSystemPath> = []
     private(set) var opening: Set<FileSystemPath> = []
     private var firstChange: UInt64 = 0
