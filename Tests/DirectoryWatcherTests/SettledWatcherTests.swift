@@ -18,9 +18,9 @@ final class ManualClock: Sendable {
 ///
 /// A second, unsettled watcher of the same directory on the same loop (the probe) says when the
 /// loop has routed everything made so far: its barrier completes after the loop has read those
-/// events and, with the clock moved, has looked at the settled watcher's deadline again. Both
-/// deliver on the loop's thread, so a batch the settled watcher was due is delivered before the
-/// probe's barrier completes.
+/// events. Both deliver on the loop's thread, in the order the loop scheduled them, so once the
+/// clock has moved, a barrier requested after one that completed in a wake-up at the new time
+/// completes after whatever that wake-up released (see ``pass(milliseconds:on:probe:in:)``).
 final class SettledWatcherTests: XCTestCase {
     private var directory: TemporaryDirectory!
     private var clock: ManualClock!
@@ -60,11 +60,21 @@ final class SettledWatcherTests: XCTestCase {
 
     /// Returns once the loop has routed every change made so far at the clock's present time,
     /// then moves the clock on and returns once the loop has looked at the deadlines at the new
-    /// time.
+    /// time and delivered what was due.
     private func pass(milliseconds: UInt64) {
-        waitForDelivery(probe)
+        Self.pass(milliseconds: milliseconds, on: clock, probe: probe, in: self)
+    }
+
+    /// ``pass(milliseconds:)`` for a loop of the test's own.
+    static func pass(milliseconds: UInt64, on clock: ManualClock, probe: DirectoryWatcher, in test: XCTestCase) {
+        test.waitForDelivery(probe)
         clock.advance(milliseconds: milliseconds)
-        waitForDelivery(probe)
+        // A wake-up that read the clock before it moved may still take the next barrier's
+        // request: the first barrier after the move completes in a wake-up that read the new
+        // time (and released what was due then, behind that completion); the second, once what
+        // it released has been delivered.
+        test.waitForDelivery(probe)
+        test.waitForDelivery(probe)
     }
 
     /// The writer, on the test's clock: a 64 KiB append every 150 ms for two seconds,
@@ -232,6 +242,73 @@ final class SettledWatcherTests: XCTestCase {
         XCTAssertEqual(rmdir(watched.path), 0)
         wait(for: [ended], timeout: 20)
         XCTAssertEqual(batches.get(), [[DirectoryChange(.rootRemoved, watched.path, directory: true)]])
+    }
+
+    /// Events lost while a batch settles (a truncated read, as a kernel overflow would be): the
+    /// notice comes first in the batch, the rescan's findings are folded into it, each change
+    /// once, and no writer is assumed busy any more (its close may be among what was lost).
+    func testAnOverflowWhileSettlingComesFirstInTheBatchAndLetsGoOfWriters() throws {
+        let inject = LockedValue(false)
+        var calls = SystemCalls.live
+        calls.read = { fd, buffer, count in
+            let result = SystemCalls.live.read(fd, buffer, count)
+            if result > 16 && inject.get() {
+                inject.set(false)
+                return result - 1
+            }
+            return result
+        }
+        let clock = ManualClock()
+        let lossy = try EventLoop(system: System(calls), clock: { clock.now })
+        defer { lossy.shutdown() }
+        let watched = TemporaryDirectory()
+        let batches = batches
+        let delegate = ClosureRecorder { changes in batches.update { $0.append(changes) } }
+        let probeRecorder = Recorder()
+        let probe = try DirectoryWatcher.make(
+            path: watched.path, options: .init(delivery: .eventLoopThread), delegate: probeRecorder, queue: nil,
+            loop: lossy)
+        defer { probe.invalidate() }
+        let watcher = try DirectoryWatcher.make(
+            path: watched.path,
+            options: .init(delivery: .eventLoopThread, settling: .init(quietPeriod: .milliseconds(100))),
+            delegate: delegate, queue: nil, loop: lossy)
+        defer { watcher.invalidate() }
+        // A writer at work: it would hold the batch to the maximum wait.
+        let fd = open(watched.url("log"), O_CREAT | O_WRONLY, 0o644)
+        XCTAssertEqual(write(fd, "a", 1), 1)
+        waitForDelivery(probe)
+        inject.set(true)
+        watched.touch("x")
+        Self.pass(milliseconds: 100, on: clock, probe: probe, in: self)
+        close(fd)
+        let changes = Array(batches.get().joined())
+        XCTAssertEqual(changes.first, DirectoryChange(.overflow, watched.path, directory: true), "\(changes)")
+        XCTAssertEqual(
+            Set(changes.dropFirst().map { DirectoryChange(.created, $0.path.description) }),
+            [DirectoryChange(.created, watched.url("log")), DirectoryChange(.created, watched.url("x"))])
+        XCTAssertEqual(changes.count, 3, "each change once")
+    }
+
+    /// Settled batches on a Dispatch queue, and a barrier behind them there.
+    func testSettledBatchesOnAQueue() throws {
+        let watched = TemporaryDirectory()
+        let queue = DispatchQueue(label: "settled")
+        let delivered = expectation(description: "a settled batch")
+        let seen = LockedValue<[DirectoryChange]>([])
+        let watcher = try DirectoryWatcher.watchFolder(
+            path: watched.path, options: .init(settling: .init(quietPeriod: .milliseconds(20))), queue: queue
+        ) { changes in
+            dispatchPrecondition(condition: .onQueue(queue))
+            seen.update { $0 += changes }
+            delivered.fulfill()
+        }
+        defer { watcher.invalidate() }
+        watched.touch("a")
+        watched.write("a", "text")
+        wait(for: [delivered], timeout: 20)
+        waitForDelivery(watcher)
+        XCTAssertEqual(seen.get(), [DirectoryChange(.created, watched.url("a"))])
     }
 
     func testSettlingThatCannotBeUsedIsRefusedNamingThePath() {

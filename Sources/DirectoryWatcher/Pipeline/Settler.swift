@@ -96,7 +96,9 @@ struct Settler {
             created.insert(change.path)
         case .opened:
             if created.remove(change.path) != nil { opening.insert(change.path) }
-        case .modified where !change.isDirectory:
+        case .modified where !change.isDirectory && !change.foundByRescan:
+            // (A modification a rescan found says that the file changed while events were lost,
+            // not that a writer is at work.)
             writers.insert(change.path)
         case .writerClosed:
             writers.remove(change.path)
