@@ -311,6 +311,57 @@ final class SettledWatcherTests: XCTestCase {
         XCTAssertEqual(seen.get(), [DirectoryChange(.created, watched.url("a"))])
     }
 
+    /// A barrier waiting for a batch to settle still completes when the watcher is invalidated
+    /// first, or when the loop stops: nothing waits for ever.
+    func testABarrierWaitingForABatchCompletesWhenTheWatcherGoes() throws {
+        let watcher = try watch(.init(quietPeriod: .seconds(60)))
+        directory.touch("a")
+        let first = expectation(description: "barrier after invalidate")
+        watcher.barrier { first.fulfill() }
+        pass(milliseconds: 0)
+        watcher.invalidate()
+        wait(for: [first], timeout: 20)
+        XCTAssertEqual(batches.get(), [], "an invalidated watcher is told nothing more")
+
+        let ownClock = ManualClock()
+        let own = try EventLoop(clock: { ownClock.now })
+        let ownProbe = try DirectoryWatcher.make(
+            path: directory.path, options: .init(delivery: .eventLoopThread), delegate: Recorder(), queue: nil,
+            loop: own)
+        let other = try DirectoryWatcher.make(
+            path: directory.path,
+            options: .init(delivery: .eventLoopThread, settling: .init(quietPeriod: .seconds(60))),
+            delegate: Recorder(), queue: nil, loop: own)
+        directory.touch("b")
+        let second = expectation(description: "barrier after the loop stopped")
+        other.barrier { second.fulfill() }
+        Self.pass(milliseconds: 0, on: ownClock, probe: ownProbe, in: self)
+        own.shutdown()
+        wait(for: [second], timeout: 20)
+        other.invalidate()
+        ownProbe.invalidate()
+    }
+
+    /// A settled file watch: an editor's save (a new file written, then renamed over the old) is
+    /// one change, once the writing is over.
+    func testASettledFileWatchSeesASaveOnce() throws {
+        let file = directory.touch("config.json")
+        let batches = batches
+        let delegate = ClosureRecorder { changes in batches.update { $0.append(changes) } }
+        delegates.append(delegate)
+        let watcher = try DirectoryWatcher.make(
+            path: file, options: .init(delivery: .eventLoopThread, settling: .init(quietPeriod: .milliseconds(50))),
+            watchesFile: true, delegate: delegate, queue: nil, loop: loop)
+        defer { watcher.invalidate() }
+        directory.touch("config.json.tmp")
+        directory.write("config.json.tmp", "{}")
+        XCTAssertEqual(rename(directory.url("config.json.tmp"), file), 0)
+        directory.touch("unrelated")
+        pass(milliseconds: 50)
+        // As unsettled: the file watch covers its own name, so the save is the rename onto it.
+        XCTAssertEqual(batches.get(), [[DirectoryChange(.renamed, file, from: directory.url("config.json.tmp"))]])
+    }
+
     func testSettlingThatCannotBeUsedIsRefusedNamingThePath() {
         for (settling, words) in [
             (DirectoryWatcher.Settling(quietPeriod: .zero), "quiet period must be more than zero"),
