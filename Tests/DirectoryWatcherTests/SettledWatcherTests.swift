@@ -362,6 +362,49 @@ final class SettledWatcherTests: XCTestCase {
         XCTAssertEqual(batches.get(), [[DirectoryChange(.renamed, file, from: directory.url("config.json.tmp"))]])
     }
 
+    /// Event-driven: the loop sleeps with a timeout only while a settled batch waits, and with
+    /// none once it has been delivered (no timer, no polling, while the directory is idle).
+    func testTheLoopSleepsWithoutATimeoutOnceNothingWaits() throws {
+        let idle = LockedValue(false)
+        let sleptForEver = expectation(description: "an epoll_wait with no timeout once idle")
+        sleptForEver.assertForOverFulfill = false
+        let timeouts = LockedValue<[Int64]>([])
+        var calls = SystemCalls.live
+        calls.epollWait = { epfd, tokens, events, max, timeout in
+            timeouts.update { $0.append(timeout) }
+            if timeout < 0 && idle.get() { sleptForEver.fulfill() }
+            return SystemCalls.live.epollWait(epfd, tokens, events, max, timeout)
+        }
+        let clock = ManualClock()
+        let own = try EventLoop(system: System(calls), clock: { clock.now })
+        defer { own.shutdown() }
+        // Notice-only recovery: no snapshot, so no timer of its own for learning inodes.
+        let ownProbe = try DirectoryWatcher.make(
+            path: directory.path, options: .init(delivery: .eventLoopThread, recovery: .notice), delegate: Recorder(),
+            queue: nil, loop: own)
+        defer { ownProbe.invalidate() }
+        let settled = Recorder()
+        let watcher = try DirectoryWatcher.make(
+            path: directory.path,
+            options: .init(
+                delivery: .eventLoopThread, recovery: .notice, settling: .init(quietPeriod: .milliseconds(100))),
+            delegate: settled, queue: nil, loop: own)
+        defer { watcher.invalidate() }
+        directory.touch("a")
+        waitForDelivery(ownProbe)
+        timeouts.set([])
+        waitForDelivery(ownProbe)
+        XCTAssertTrue(
+            timeouts.get().contains { $0 > 0 && $0 <= 100_000_000 },
+            "a timeout to the batch's deadline while it waits: \(timeouts.get())")
+        XCTAssertFalse(timeouts.get().contains { $0 < 0 }, "no sleep without a timeout while a batch waits")
+        Self.pass(milliseconds: 100, on: clock, probe: ownProbe, in: self)
+        XCTAssertEqual(settled.changes, [DirectoryChange(.created, directory.url("a"))])
+        idle.set(true)
+        waitForDelivery(ownProbe)  // a wake-up after which the loop goes back to sleep
+        wait(for: [sleptForEver], timeout: 20)
+    }
+
     func testSettlingThatCannotBeUsedIsRefusedNamingThePath() {
         for (settling, words) in [
             (DirectoryWatcher.Settling(quietPeriod: .zero), "quiet period must be more than zero"),
