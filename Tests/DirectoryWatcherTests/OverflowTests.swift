@@ -63,16 +63,7 @@ final class OverflowTests: XCTestCase {
     func testMalformedReadIsReportedAsPossibleLoss() throws {
         // A read that returns a truncated record: the parser cannot trust it, so watchers are told.
         let inject = LockedValue(false)
-        var calls = SystemCalls.live
-        calls.read = { fd, buffer, count in
-            let result = SystemCalls.live.read(fd, buffer, count)
-            if result > 16 && inject.get() {
-                inject.set(false)
-                return result - 1
-            }
-            return result
-        }
-        let loop = try EventLoop(system: System(calls))
+        let loop = try EventLoop(system: System(.live.truncatingNextRead(armed: inject)))
         defer { loop.shutdown() }
         let directory = TemporaryDirectory()
         let recorder = Recorder()

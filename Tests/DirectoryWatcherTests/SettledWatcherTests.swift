@@ -249,15 +249,7 @@ final class SettledWatcherTests: XCTestCase {
     /// once, and no writer is assumed busy any more (its close may be among what was lost).
     func testAnOverflowWhileSettlingComesFirstInTheBatchAndLetsGoOfWriters() throws {
         let inject = LockedValue(false)
-        var calls = SystemCalls.live
-        calls.read = { fd, buffer, count in
-            let result = SystemCalls.live.read(fd, buffer, count)
-            if result > 16 && inject.get() {
-                inject.set(false)
-                return result - 1
-            }
-            return result
-        }
+        let calls = SystemCalls.live.truncatingNextRead(armed: inject)
         let clock = ManualClock()
         let lossy = try EventLoop(system: System(calls), clock: { clock.now })
         defer { lossy.shutdown() }
