@@ -76,4 +76,53 @@ final class AsyncSequenceTests: WatchedDirectoryTestCase {
             XCTAssertEqual((error as? DirectoryWatcherError)?.code, .noSuchPath)
         }
     }
+
+    func testTheBufferLimitIsExplicitAndChecked() throws {
+        XCTAssertEqual(DirectoryChanges.defaultBufferLimit, 16_384)
+        XCTAssertEqual(try DirectoryWatcher.changes(path: directory.path).bufferLimit, 16_384)
+        XCTAssertEqual(try DirectoryWatcher.changes(path: directory.path, bufferLimit: 8).bufferLimit, 8)
+        XCTAssertThrowsError(try DirectoryWatcher.changes(path: directory.path, bufferLimit: 0)) { error in
+            let error = error as? DirectoryWatcherError
+            XCTAssertEqual(error?.code, .invalidOption)
+            XCTAssertTrue(error?.description.contains("at least 1") ?? false, "\(String(describing: error))")
+        }
+    }
+
+    /// A consumer that takes nothing while 40 files are made, with room for 8: it gets 8, then a
+    /// notice saying 32 were held back, then what they came to (those the watcher still had when
+    /// the buffer filled, and the rest, the last 20 among them, found by listing the directory).
+    func testASlowConsumerIsToldItFellBehindAndThenReceivesTheRescan() async throws {
+        let changes = try DirectoryWatcher.changes(path: directory.path, bufferLimit: 8)
+        // A watcher of the same directory: once its barrier completes, the loop has routed every
+        // event before it to the sequence's watcher too.
+        let probe = try DirectoryWatcher.watchFolder(path: directory.path) { _ in }
+        defer { probe.invalidate() }
+        let early = (0..<20).map { directory.touch("early-\($0)") }
+        await probe.barrier()
+        // The buffer is full and the watcher owes a catch-up: these are dropped, to be listed.
+        let late = (0..<20).map { directory.touch("late-\($0)") }
+        await probe.barrier()
+
+        var seen: [DirectoryChange] = []
+        var iterator = changes.makeAsyncIterator()
+        let expected = Set((early + late).map { FileSystemPath($0) })
+        while Set(seen.filter { $0.kind == .created }.map(\.path)) != expected {
+            guard let change = await iterator.next() else { break }
+            seen.append(change)
+        }
+        let notice = try XCTUnwrap(seen.firstIndex { $0.kind == .overflow }, "told it fell behind: \(seen)")
+        XCTAssertEqual(notice, 8, "the buffer's 8 first")
+        XCTAssertEqual(seen[..<notice].map(\.path), early.prefix(8).map { FileSystemPath($0) }, "in order")
+        XCTAssertEqual(seen[notice].droppedChanges, 32, "how many were held back")
+        XCTAssertEqual(seen.filter { $0.kind == .overflow }.count, 1)
+        let found = Set(seen.filter(\.foundByRescan).map(\.path))
+        XCTAssertTrue(Set(late.map { FileSystemPath($0) }).isSubset(of: found), "the rescan reports the rest")
+        XCTAssertFalse(seen[..<notice].contains(where: \.foundByRescan))
+        XCTAssertEqual(seen.filter { $0.kind == .created }.count, 40, "each file once")
+
+        // Caught up: changes flow as before.
+        let after = directory.touch("after")
+        let next = await iterator.next()
+        XCTAssertEqual(next, DirectoryChange(.created, after))
+    }
 }

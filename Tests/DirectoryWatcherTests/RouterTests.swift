@@ -383,7 +383,12 @@ private final class BatchRecorder: ChangeReceiver, @unchecked Sendable {
         onBatch?()
     }
 
-    func rootWentAway() {
+    func resumed(with changes: [DirectoryChange], through gate: DeliveryGate) {
+        lock.withLock { received.append(changes) }
+        onBatch?()
+    }
+
+    func rootWentAway(_ subscription: Subscription) {
         lock.withLock { gone += 1 }
     }
 }

@@ -12,31 +12,60 @@ import Dispatch
 /// The sequence owns its watcher: the watch lasts while the sequence or an iterator of it exists,
 /// and ends when the loop ends, its task is cancelled, or the sequence is dropped. Ending it never
 /// waits for a delivery in progress, so cancelling the iterating task returns at once even while
-/// changes are flowing. Changes are buffered without limit, so none is lost while the consumer
-/// is busy.
+/// changes are flowing.
+///
+/// ## Buffering
+///
+/// Changes wait in a buffer until the consumer takes them, up to a limit
+/// (``defaultBufferLimit`` unless told otherwise, see
+/// ``DirectoryWatcher/changes(path:options:bufferLimit:)``). A consumer that falls further behind
+/// than that is never dropped from silently: the watcher stops adding to the buffer and, once the
+/// consumer has taken everything in it, delivers one ``DirectoryChange/Kind/overflow`` notice
+/// whose ``DirectoryChange/droppedChanges`` says how many changes it held back, then what those
+/// came to: the changes it still had, then what listing the directories again found, each marked
+/// ``DirectoryChange/foundByRescan`` (with ``DirectoryWatcher/Recovery/exact``, the default). With
+/// ``DirectoryWatcher/Recovery/notice``, the notice comes as soon as the buffer is full, and the
+/// consumer lists the directory itself. So the buffer holds at most the limit, plus the catch-up
+/// itself, however slow the consumer.
 public struct DirectoryChanges: AsyncSequence, Sendable {
     public typealias Element = DirectoryChange
     public typealias Failure = Never
 
+    /// The buffer limit unless told otherwise: 16,384 changes, the kernel's own default queue
+    /// length (`fs.inotify.max_queued_events`).
+    public static let defaultBufferLimit = Subscription.backlogLimit
+
     /// The watched directory's absolute path.
     public let path: FileSystemPath
+    /// The most changes this sequence buffers for its consumer.
+    public let bufferLimit: Int
     private let stream: AsyncStream<DirectoryChange>
+    /// Tells the watcher that the consumer took changes: the buffer is drained by the consumer.
+    private let taken: @Sendable (Int) -> Void
 
-    init(path: FileSystemPath, stream: AsyncStream<DirectoryChange>) {
+    init(
+        path: FileSystemPath, bufferLimit: Int, stream: AsyncStream<DirectoryChange>,
+        taken: @escaping @Sendable (Int) -> Void
+    ) {
         self.path = path
+        self.bufferLimit = bufferLimit
         self.stream = stream
+        self.taken = taken
     }
 
     public struct AsyncIterator: AsyncIteratorProtocol {
         var base: AsyncStream<DirectoryChange>.Iterator
+        let taken: @Sendable (Int) -> Void
 
         public mutating func next() async -> DirectoryChange? {
-            await base.next()
+            guard let change = await base.next() else { return nil }
+            taken(1)
+            return change
         }
     }
 
     public func makeAsyncIterator() -> AsyncIterator {
-        AsyncIterator(base: stream.makeAsyncIterator())
+        AsyncIterator(base: stream.makeAsyncIterator(), taken: taken)
     }
 }
 
@@ -58,13 +87,25 @@ extension DirectoryWatcher {
     ///   - path: The directory, absolute or relative to the current directory.
     ///   - options: What to report and how, as for ``DirectoryWatcher/watchFolder(path:options:delegate:queue:)``:
     ///     events, recovery, a recursive watch, excludes, settling.
-    /// - Throws: ``DirectoryWatcherError``, naming the path and the cause.
-    public static func changes(path: String, options: Options = Options()) throws(DirectoryWatcherError)
-        -> DirectoryChanges
-    {
+    ///   - bufferLimit: The most changes buffered for a consumer that has not taken them yet;
+    ///     past it, the consumer is told it fell behind and then what it missed (see
+    ///     ``DirectoryChanges``). At least 1.
+    /// - Throws: ``DirectoryWatcherError``, naming the path and the cause;
+    ///   ``DirectoryWatcherError/Code/invalidOption`` for a buffer limit below 1.
+    public static func changes(
+        path: String, options: Options = Options(), bufferLimit: Int = DirectoryChanges.defaultBufferLimit
+    ) throws(DirectoryWatcherError) -> DirectoryChanges {
+        guard bufferLimit >= 1 else {
+            throw DirectoryWatcherError(
+                code: .invalidOption, path: path, detail: "the buffer limit must be at least 1, not \(bufferLimit)")
+        }
+        // Unbounded underneath: the watcher bounds it, counting a change as delivered once taken.
         let (stream, continuation) = AsyncStream.makeStream(of: DirectoryChange.self, bufferingPolicy: .unbounded)
         let delegate = StreamDelegate(continuation)
-        let watcher = try watchFolder(path: path, options: options, delegate: delegate)
+        let watcher = try make(
+            path: path, options: options, delegate: delegate, queue: nil,
+            backlog: Backlog(limit: bufferLimit, isStrict: true, acknowledgesLater: true))
+        let subscription = watcher.currentSubscription
         // Holds the watcher and its (weakly held) delegate until the sequence ends: finished,
         // cancelled, or dropped (AsyncStream cancels when its last copy and iterator go away).
         // Never waits for a delivery in progress: the runtime calls this while holding the
@@ -73,7 +114,9 @@ extension DirectoryWatcher {
         continuation.onTermination = { _ in
             withExtendedLifetime(delegate) { watcher.invalidate(waiting: false) }
         }
-        return DirectoryChanges(path: watcher.path, stream: stream)
+        return DirectoryChanges(
+            path: watcher.path, bufferLimit: bufferLimit, stream: stream,
+            taken: { count in subscription?.acknowledge(count) })
     }
 }
 
@@ -96,8 +139,7 @@ private final class StreamDelegate: DirectoryWatcherDelegate, Sendable {
             let continuation = continuation
             DispatchQueue.global().async {
                 watcher.invalidate()
-                watcher.lease.waitUntilReleased()
-                watcher.lease.loop.waitIfStopping()
+                watcher.waitUntilLoopReleased()
                 continuation.finish()
             }
         }

@@ -26,22 +26,84 @@ import Glibc
 /// ``Options`` to choose which kinds of change, and use ``watchFile(path:options:delegate:queue:)``
 /// to watch one file so that the watch survives the file being replaced. A watcher can be
 /// invalidated from any thread; dropping the last reference invalidates it too.
+///
+/// A watcher is also a ``Monitor``: one made with an initializer starts when told
+/// (``startMonitoring()``), and any watcher can be stopped (``stopMonitoring()``) and started
+/// again, or paused (``pause()``) and resumed (``resume()``) with what changed meanwhile told
+/// in one batch. See <doc:StartingStoppingAndPausing>.
 public final class DirectoryWatcher: @unchecked Sendable {
     /// The watched directory's absolute path, or for a file watch the file's (relative paths are
-    /// resolved against the current directory when watching starts; symbolic links are kept as
-    /// given).
+    /// resolved against the current directory when the watcher is made; symbolic links are kept
+    /// as given). MHWDirectoryWatcher's `watchedPath`.
     public let path: FileSystemPath
 
     /// What the watcher was asked to report.
     public let options: Options
 
-    private let subscription: Subscription
-    let lease: LoopLease
+    /// The path as the caller gave it, for errors.
+    private let givenPath: String
+    /// Watches one file by name (`watchFile`) rather than a directory.
+    private let watchesFile: Bool
+    /// Where callbacks run, the same for every start, so that a callback of an earlier start
+    /// and one of the next never overlap.
+    private let target: Subscription.Target
+    /// A loop the caller owns (tests); nil for the process's shared loop.
+    private let dedicatedLoop: EventLoop?
+    /// An async sequence's buffer (``Subscription/limit``), or the default backlog.
+    private let backlog: Backlog
+
+    /// A backlog policy: the limit, and whether changes count as delivered once consumed.
+    struct Backlog {
+        var limit = Subscription.backlogLimit
+        var isStrict = false
+        var acknowledgesLater = false
+    }
+
+    /// One start's hold on the loop and its subscription.
+    private final class Session: Sendable {
+        let subscription: Subscription
+        let lease: LoopLease
+
+        init(subscription: Subscription, lease: LoopLease) {
+            self.subscription = subscription
+            self.lease = lease
+        }
+    }
+
+    private enum State: Equatable {
+        case stopped
+        /// The ``startMonitoring()`` call with this number is under way on some thread. (A stop
+        /// and another start may come meanwhile: the number tells whose start it is.)
+        case starting(UInt64)
+        case running
+        /// ``invalidate()``: for good.
+        case invalidated
+    }
+
+    private enum PauseState {
+        case none
+        case paused
+        /// ``resume()`` was called; the batch that ends the pause is on its way.
+        case resuming
+    }
+
     private let lock = Lock()
     // Under `lock`.
     private weak var weakDelegate: (any DirectoryWatcherDelegate)?
     /// For the closure form, which has no owner to keep its delegate alive.
     private var retainedDelegate: (any DirectoryWatcherDelegate)?
+    private var state = State.stopped
+    /// The number of the latest ``startMonitoring()`` call that began starting.
+    private var starts: UInt64 = 0
+    /// The current start's session (set while starting, too); nil while stopped.
+    private var session: Session?
+    /// The latest session, stopped or not: barriers of a stopped watcher complete behind its
+    /// last callbacks.
+    private var lastSession: Session?
+    private var pauseState = PauseState.none
+    /// Batches that reached a paused watcher (handed over before the pause took hold on the
+    /// loop): delivered first when it resumes.
+    private var stash: [DirectoryChange] = []
 
     /// The delegate, held weakly. Setting it takes effect from the next batch.
     public var delegate: (any DirectoryWatcherDelegate)? {
@@ -49,15 +111,113 @@ public final class DirectoryWatcher: @unchecked Sendable {
         set { lock.withLock { weakDelegate = newValue } }
     }
 
-    /// Whether the watcher still delivers changes: false after ``invalidate()``, and after the
-    /// watched directory (for a file watch, the file's directory) was removed or moved.
-    public var isValid: Bool { subscription.gate.isOpen }
+    /// Whether the watcher delivers changes: true while it monitors (paused or not), false
+    /// before it starts, after ``stopMonitoring()`` and ``invalidate()``, and after the watched
+    /// directory (for a file watch, the file's directory) was removed or moved. The sample's
+    /// name for ``isMonitoring``.
+    public var isValid: Bool { isMonitoring }
 
-    private init(path: FileSystemPath, options: Options, subscription: Subscription, lease: LoopLease) {
-        self.path = path
+    /// Whether the watcher is started: from a successful ``startMonitoring()`` (or a `watchFolder`
+    /// factory) until ``stopMonitoring()``, ``invalidate()``, or the end of its directory.
+    public var isMonitoring: Bool { lock.withLock { state == .running } }
+
+    /// Whether the watcher is paused (``pause()``), until ``resume()`` has handed over the batch
+    /// that ends the pause.
+    public var isPaused: Bool { lock.withLock { pauseState != .none } }
+
+    init(
+        given path: String, options: Options, watchesFile: Bool, queue: DispatchQueue?, loop: EventLoop?,
+        backlog: Backlog = Backlog()
+    ) throws(DirectoryWatcherError) {
+        // Before a loop is started for nothing.
+        guard !path.isEmpty else { throw DirectoryWatcherError(code: .emptyPath, path: path) }
+        if let problem = options.settling?.problem {
+            throw DirectoryWatcherError(code: .invalidOption, path: path, detail: problem)
+        }
+        let absolute = try PathResolution(system: loop?.system ?? System()).absolute(path)
+        let label = "DirectoryWatcher \(absolute)"
+        switch (options.delivery, queue) {
+        case (.automatic, let queue?), (.queue, let queue?):
+            target = .queue(DispatchQueue(label: label, target: queue))
+        case (.queue, nil):
+            target = .queue(DispatchQueue(label: label))
+        case (.automatic, nil):
+            target = .mailbox(Mailbox(mayBlock: true))
+        case (.eventLoopThread, nil):
+            target = .mailbox(Mailbox(mayBlock: false))
+        case (.eventLoopThread, _?):
+            preconditionFailure("a queue and Delivery.eventLoopThread exclude each other")
+        }
+        self.path = absolute
+        self.givenPath = path
         self.options = options
-        self.subscription = subscription
-        self.lease = lease
+        self.watchesFile = watchesFile
+        self.dedicatedLoop = loop
+        self.backlog = backlog
+    }
+
+    /// Makes a watcher of the directory at `path` that does not watch yet: it starts with
+    /// ``startMonitoring()``, and can stop and start again any number of times. For a set of
+    /// watchers started and stopped together (``MonitorGroup``), or a watcher made once and
+    /// started when needed, as MHWDirectoryWatcher's was.
+    ///
+    /// ```swift
+    /// let watcher = try DirectoryWatcher(path: "/srv/uploads", delegate: self)
+    /// try watcher.startMonitoring()
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - path: A directory, absolute or relative to the current directory now. Whether it
+    ///     exists is checked when the watcher starts.
+    ///   - options: What to report and how, as for ``watchFolder(path:options:delegate:queue:)``.
+    ///   - delegate: Told about changes; held weakly.
+    ///   - queue: Where callbacks run; nil for where `options.delivery` says.
+    /// - Throws: ``DirectoryWatcherError`` for an empty path or options that cannot be used.
+    public convenience init(
+        path: String, options: Options = Options(), delegate: any DirectoryWatcherDelegate,
+        queue: DispatchQueue? = nil
+    ) throws(DirectoryWatcherError) {
+        try self.init(given: path, options: options, watchesFile: false, queue: queue, loop: nil)
+        self.delegate = delegate
+    }
+
+    /// Makes a watcher of the directory at `path` that calls `handler` with each batch once it
+    /// is started (``startMonitoring()``). The watcher keeps `handler` alive until it is
+    /// invalidated.
+    public convenience init(
+        path: String, options: Options = Options(), queue: DispatchQueue? = nil,
+        handler: @escaping @Sendable ([DirectoryChange]) -> Void
+    ) throws(DirectoryWatcherError) {
+        try self.init(given: path, options: options, watchesFile: false, queue: queue, loop: nil)
+        retain(ClosureDelegate(handler))
+    }
+
+    /// Makes a watcher of one file, by name, as ``watchFile(path:options:delegate:queue:)``
+    /// watches it, that starts with ``startMonitoring()``.
+    public convenience init(
+        filePath: String, options: Options = Options(), delegate: any DirectoryWatcherDelegate,
+        queue: DispatchQueue? = nil
+    ) throws(DirectoryWatcherError) {
+        try self.init(given: filePath, options: options, watchesFile: true, queue: queue, loop: nil)
+        self.delegate = delegate
+    }
+
+    /// Makes a watcher of one file, by name, that calls `handler` with each batch once it is
+    /// started. The watcher keeps `handler` alive until it is invalidated.
+    public convenience init(
+        filePath: String, options: Options = Options(), queue: DispatchQueue? = nil,
+        handler: @escaping @Sendable ([DirectoryChange]) -> Void
+    ) throws(DirectoryWatcherError) {
+        try self.init(given: filePath, options: options, watchesFile: true, queue: queue, loop: nil)
+        retain(ClosureDelegate(handler))
+    }
+
+    /// The closure forms have no owner to keep their delegate alive: the watcher does.
+    private func retain(_ delegate: any DirectoryWatcherDelegate) {
+        lock.withLock {
+            weakDelegate = delegate
+            retainedDelegate = delegate
+        }
     }
 
     deinit {
@@ -189,52 +349,106 @@ public final class DirectoryWatcher: @unchecked Sendable {
 
     static func make(
         path: String, options: Options = Options(), watchesFile: Bool = false, delegate: any DirectoryWatcherDelegate,
-        retainingDelegate: Bool = false, queue: DispatchQueue?, loop: EventLoop? = nil
+        retainingDelegate: Bool = false, queue: DispatchQueue?, loop: EventLoop? = nil,
+        backlog: Backlog = Backlog()
     ) throws(DirectoryWatcherError) -> DirectoryWatcher {
-        // Before a loop is started for nothing.
-        guard !path.isEmpty else { throw DirectoryWatcherError(code: .emptyPath, path: path) }
-        if let problem = options.settling?.problem {
-            throw DirectoryWatcherError(code: .invalidOption, path: path, detail: problem)
+        let watcher = try DirectoryWatcher(
+            given: path, options: options, watchesFile: watchesFile, queue: queue, loop: loop, backlog: backlog)
+        if retainingDelegate { watcher.retain(delegate) } else { watcher.delegate = delegate }
+        do {
+            try watcher.startMonitoring()
+        } catch {
+            watcher.invalidate()
+            throw error
         }
+        return watcher
+    }
+
+    // MARK: - Starting and stopping
+
+    /// Starts watching. Returns true when it started, false when it was watching already (or
+    /// another thread's start is under way). Safe from any thread, inside callbacks too.
+    ///
+    /// A watcher started again after ``stopMonitoring()`` reports what changes from then on:
+    /// it is told nothing of what happened while it was stopped (pause, ``pause()``, to be told
+    /// that). Its directory is looked up again, so a directory removed and made again at the
+    /// same path is watched.
+    ///
+    /// - Throws: ``DirectoryWatcherError``, naming the path and the cause: the directory is
+    ///   missing, not a directory, unreadable, a limit is reached; ``DirectoryWatcherError/Code/invalidated``
+    ///   after ``invalidate()``.
+    @discardableResult
+    public func startMonitoring() throws(DirectoryWatcherError) -> Bool {
+        let start = try lock.withLock { () throws(DirectoryWatcherError) -> UInt64? in
+            switch state {
+            case .invalidated: throw DirectoryWatcherError(code: .invalidated, path: givenPath)
+            case .starting, .running: return nil
+            case .stopped:
+                starts += 1
+                state = .starting(starts)
+                return starts
+            }
+        }
+        guard let start else { return false }
+        let session: Session
+        do {
+            session = try makeSession()
+        } catch {
+            lock.withLock { if state == .starting(start) { state = .stopped } }
+            throw error
+        }
+        do {
+            guard try subscribe(session, start: start) else { return false }
+        } catch {
+            let ours = lock.withLock { () -> Bool in
+                guard self.session === session else { return false }
+                self.session = nil
+                if state == .starting(start) { state = .stopped }
+                return true
+            }
+            if ours { end(session, waiting: true) }
+            throw error
+        }
+        return lock.withLock { () -> Bool in
+            guard self.session === session, state == .starting(start) else { return false }
+            state = .running
+            return true
+        }
+    }
+
+    /// Stops watching, so that ``startMonitoring()`` can start again: the kernel watch is
+    /// removed (unless another watcher of this process watches the same directory), and with
+    /// the process's last watcher the loop's thread ends. Returns true when it stopped, false
+    /// when it was not watching. What it waits for is what ``invalidate()`` waits for; a pause
+    /// ends with it, and what was held for the pause is dropped.
+    @discardableResult
+    public func stopMonitoring() -> Bool {
+        stop(waiting: true, forGood: false)
+    }
+
+    /// A hold on the loop and a subscription for one start; not yet on the loop.
+    private func makeSession() throws(DirectoryWatcherError) -> Session {
         let lease: LoopLease
         do throws(SyscallError) {
-            if let loop {
-                lease = LoopLease(dedicated: loop)
+            if let dedicatedLoop {
+                lease = LoopLease(dedicated: dedicatedLoop)
             } else {
                 lease = LoopLease(shared: try SharedEventLoop.acquire())
             }
         } catch {
-            throw DirectoryWatcherError(error, path: path)
+            throw DirectoryWatcherError(error, path: givenPath)
         }
-        let absolute: FileSystemPath
-        var root: FileSystemPath
+        var root = path
         var entry: WatchedEntry?
-        do throws(DirectoryWatcherError) {
-            let resolution = PathResolution(system: lease.loop.system)
-            absolute = try resolution.absolute(path)
-            root = absolute
-            if watchesFile {
-                let (directory, name) = try resolution.fileEntry(absolute, given: path)
+        if watchesFile {
+            do throws(DirectoryWatcherError) {
+                let (directory, name) = try PathResolution(system: lease.loop.system).fileEntry(path, given: givenPath)
                 root = directory
-                entry = WatchedEntry(name: name, path: absolute)
+                entry = WatchedEntry(name: name, path: path)
+            } catch {
+                lease.release()
+                throw error
             }
-        } catch {
-            lease.release()
-            throw error
-        }
-        let label = "DirectoryWatcher \(absolute)"
-        let target: Subscription.Target
-        switch (options.delivery, queue) {
-        case (.automatic, let queue?), (.queue, let queue?):
-            target = .queue(DispatchQueue(label: label, target: queue))
-        case (.queue, nil):
-            target = .queue(DispatchQueue(label: label))
-        case (.automatic, nil):
-            target = .mailbox(Mailbox(mayBlock: true))
-        case (.eventLoopThread, nil):
-            target = .mailbox(Mailbox(mayBlock: false))
-        case (.eventLoopThread, _?):
-            preconditionFailure("a queue and Delivery.eventLoopThread exclude each other")
         }
         let settler = options.settling.map {
             Settler(
@@ -244,13 +458,30 @@ public final class DirectoryWatcher: @unchecked Sendable {
         let subscription = Subscription(
             root: root, mask: options.events.inotifyMask, entry: entry, target: target,
             keepsSnapshot: options.recovery == .exact, recursive: options.recursive && !watchesFile,
-            exclusions: Exclusions(options.excludes), followsLinks: options.followsSymbolicLinks, settler: settler)
-        let watcher = DirectoryWatcher(path: absolute, options: options, subscription: subscription, lease: lease)
-        watcher.delegate = delegate
-        // The closure forms have no owner to keep their delegate alive: the watcher does.
-        if retainingDelegate { watcher.lock.withLock { watcher.retainedDelegate = delegate } }
-        subscription.receiver = watcher
-        let subscribed = lease.loop.submitAndWait { loop in
+            exclusions: Exclusions(options.excludes), followsLinks: options.followsSymbolicLinks, settler: settler,
+            limit: backlog.limit, strictLimit: backlog.isStrict, acknowledgesLater: backlog.acknowledgesLater)
+        subscription.receiver = self
+        return Session(subscription: subscription, lease: lease)
+    }
+
+    /// Puts a session on the loop for the start numbered `start`. False when the watcher was
+    /// stopped meanwhile.
+    private func subscribe(_ session: Session, start: UInt64) throws(DirectoryWatcherError) -> Bool {
+        let proceeds = lock.withLock { () -> Bool in
+            guard state == .starting(start) else { return false }
+            self.session = session
+            lastSession = session
+            pauseState = .none
+            stash = []
+            return true
+        }
+        guard proceeds else {
+            session.lease.release()
+            return false
+        }
+        let subscription = session.subscription
+        let loop = session.lease.loop
+        let subscribed = loop.submitAndWait { loop in
             // What the kernel queued before this watcher joined is not its news: read it first,
             // for the watchers already there. (A directory other watchers watch already is
             // watched by the same kernel watch, whose queued events would otherwise reach this
@@ -264,18 +495,117 @@ public final class DirectoryWatcher: @unchecked Sendable {
                 // The first listing of a kept directory, read here rather than on the loop: a
                 // directory of 100,000 entries takes about half a second, which holds up this
                 // caller alone.
-                let snapshot = try? Snapshot.read(request.path, system: lease.loop.system)
-                _ = lease.loop.submitAndWait { loop in loop.router.install(snapshot, for: request) }
+                let snapshot = try? Snapshot.read(request.path, system: loop.system)
+                _ = loop.submitAndWait { loop in loop.router.install(snapshot, for: request) }
             }
-            return watcher
+            return true
         case .some(.failure(let failure)):
-            watcher.invalidate()
-            throw DirectoryWatcherError(failure, path: path)
+            throw DirectoryWatcherError(failure, path: givenPath)
         case nil:
-            // The lease keeps a shared loop running; only a loop made for a test and already shut
-            // down by it refuses the task.
-            preconditionFailure("a watcher was made on an event loop that had been shut down")
+            // The lease keeps a shared loop running until a stop on another thread lets go of
+            // it (this start is then over); otherwise only a loop made for a test and already
+            // shut down by it refuses the task.
+            let stoppedMeanwhile = lock.withLock { self.session !== session }
+            precondition(stoppedMeanwhile, "a watcher was made on an event loop that had been shut down")
+            return false
         }
+    }
+
+    /// Ends this watcher's current start; for good when `forGood`. True when it was watching.
+    @discardableResult
+    private func stop(waiting: Bool, forGood: Bool) -> Bool {
+        let (ending, wasWatching) = lock.withLock { () -> (Session?, Bool) in
+            let wasWatching: Bool
+            switch state {
+            case .running, .starting: wasWatching = true
+            case .stopped, .invalidated: wasWatching = false
+            }
+            if state != .invalidated { state = forGood ? .invalidated : .stopped }
+            if forGood { retainedDelegate = nil }
+            pauseState = .none
+            stash = []
+            defer { session = nil }
+            return (session, wasWatching)
+        }
+        if let ending { end(ending, waiting: waiting) }
+        return wasWatching
+    }
+
+    /// Closes a session's gate, takes it off the loop and lets go of the loop.
+    private func end(_ session: Session, waiting: Bool) {
+        guard session.subscription.gate.close(waiting: waiting) else { return }
+        session.lease.loop.execute { [subscription = session.subscription] loop in
+            loop.router.unsubscribe(subscription)
+        }
+        session.lease.release()
+    }
+
+    /// The current start's subscription (an async sequence acknowledges what its consumer took).
+    var currentSubscription: Subscription? { lock.withLock { session?.subscription } }
+
+    /// Returns once the latest start's hold on the loop has been let go of and the loop, if
+    /// that stopped it, has stopped. Never on one of the loop's threads.
+    func waitUntilLoopReleased() {
+        guard let last = lock.withLock({ lastSession }) else { return }
+        last.lease.waitUntilReleased()
+        last.lease.loop.waitIfStopping()
+    }
+
+    // MARK: - Pausing
+
+    /// Pauses the watcher: no callback is made until ``resume()``, which then delivers, as one
+    /// batch, what changed meanwhile. Returns true when it paused, false when it was paused
+    /// already or is not watching. Safe from any thread, inside callbacks too; never waits.
+    ///
+    /// The watch stays in place while paused, and the loop notes which of the watcher's
+    /// directories had events, without collecting them; what the watcher had been told of each
+    /// directory is kept. A batch already on its way when this is called is held back, and
+    /// comes first in the resuming batch. A change that ends the watch (its directory removed
+    /// or moved) is delivered at once, paused or not, with what was held back.
+    ///
+    /// Barriers still complete while paused, once the loop has routed every event before them:
+    /// the changes come with ``resume()``.
+    @discardableResult
+    public func pause() -> Bool {
+        let current = lock.withLock { () -> Session? in
+            guard state == .running, pauseState != .paused, let session else { return nil }
+            pauseState = .paused
+            return session
+        }
+        guard let current else { return false }
+        current.lease.loop.execute { [subscription = current.subscription] loop in loop.router.pause(subscription) }
+        return true
+    }
+
+    /// Ends a pause: the next callback is one batch with what changed while paused, each change
+    /// marked ``DirectoryChange/whilePaused`` (and before them, any batch held back by
+    /// ``pause()``). Returns true when it resumed, false when it was not paused. Safe from any
+    /// thread, inside callbacks too; never waits: the batch comes on the watcher's queue.
+    ///
+    /// Only directories that had events while paused are listed, and compared with what the
+    /// watcher had been told of them (names, inodes, sizes and modification times), so resuming
+    /// a watcher whose directory did not change costs no system call and delivers nothing. What
+    /// a listing can tell is reported: entries created, removed, renamed (followed by inode), and
+    /// files written; a change that was undone meanwhile (a file made and removed again) is not,
+    /// nor a change of attributes alone. A watcher with ``Recovery/notice`` keeps no snapshot:
+    /// it is told one ``DirectoryChange/Kind/overflow`` notice when anything changed, and lists
+    /// the directory itself. The resuming batch is handed over at once, settling or not. In a
+    /// tree, a directory made while paused is reported with its entries; one removed, as one
+    /// removal.
+    @discardableResult
+    public func resume() -> Bool {
+        let current = lock.withLock { () -> Session? in
+            guard state == .running, pauseState == .paused, let session else { return nil }
+            pauseState = .resuming
+            return session
+        }
+        guard let current else { return false }
+        current.lease.loop.execute { [subscription = current.subscription] loop in
+            // What the kernel holds is read first: it would otherwise be both listed and reported.
+            loop.readQueuedEvents()
+            loop.router.resume(subscription)
+        }
+        return true
     }
 
     /// The directories this watcher watches now: its own, and for a recursive watcher
@@ -283,15 +613,18 @@ public final class DirectoryWatcher: @unchecked Sendable {
     /// particular order. Empty once the watch has ended (invalidated, or its directory removed).
     /// Safe from any thread; it waits for the event loop to answer.
     public func watchedDirectories() -> [FileSystemPath] {
-        let subscription = subscription
-        return lease.loop.submitAndWait { _ in
+        guard let session = lock.withLock({ session }) else { return [] }
+        let subscription = session.subscription
+        return session.lease.loop.submitAndWait { _ in
             if subscription.loop.isEnded { return [] }
             if let tree = subscription.loop.tree { return tree.descriptors.compactMap { tree.node($0)?.path } }
             return [subscription.root]
         } ?? []
     }
 
-    /// Stops watching. Idempotent, and safe from any thread, inside any watcher's callback too.
+    /// Stops watching, for good: a later ``startMonitoring()`` throws (``stopMonitoring()`` stops
+    /// a watcher that is to start again). Idempotent, and safe from any thread, inside any
+    /// watcher's callback too.
     ///
     /// When it returns, no callback of this watcher will start. What it waits for depends on
     /// where it is called:
@@ -318,10 +651,7 @@ public final class DirectoryWatcher: @unchecked Sendable {
     /// Stops watching; `waiting` false never waits for a callback in progress (an async
     /// sequence's termination runs while Swift's runtime holds a lock that a delivery needs).
     func invalidate(waiting: Bool) {
-        guard subscription.gate.close(waiting: waiting) else { return }
-        lease.loop.execute { [subscription] loop in loop.router.unsubscribe(subscription) }
-        lease.release()
-        lock.withLock { retainedDelegate = nil }
+        stop(waiting: waiting, forGood: true)
     }
 
     /// Calls `completion` on the watcher's queue once every change that happened before this call
@@ -329,10 +659,16 @@ public final class DirectoryWatcher: @unchecked Sendable {
     ///
     /// Nothing is written into the watched directory: the loop writes to a private file that its
     /// own inotify instance watches, and the kernel queues that event behind every change already
-    /// queued. On an invalidated watcher, `completion` still runs, so nothing waits forever.
+    /// queued. On a stopped or invalidated watcher, `completion` still runs (behind its last
+    /// callback), so nothing waits forever.
     public func barrier(_ completion: @escaping @Sendable () -> Void) {
-        let subscription = subscription
-        let accepted = lease.loop.execute { loop in
+        guard let session = lock.withLock({ lastSession }) else {
+            // Never started: nothing was, or will be, delivered before it.
+            DispatchQueue.global().async { CallbackContext.run(completion) }
+            return
+        }
+        let subscription = session.subscription
+        let accepted = session.lease.loop.execute { loop in
             loop.router.requestBarrier(for: subscription, completion: completion)
         }
         guard !accepted else { return }
@@ -359,20 +695,50 @@ public final class DirectoryWatcher: @unchecked Sendable {
     /// created, as the loop does once it has been idle (tests rely on it without waiting for an
     /// idle moment).
     func learnInodesNow() {
-        _ = lease.loop.submitAndWait { loop in loop.router.learnInodesNow() }
+        guard let session = lock.withLock({ session }) else { return }
+        _ = session.lease.loop.submitAndWait { loop in loop.router.learnInodesNow() }
     }
 }
 
 extension DirectoryWatcher: ChangeReceiver {
     func receive(_ changes: [DirectoryChange], through gate: DeliveryGate) {
+        let batch = lock.withLock { () -> [DirectoryChange]? in
+            guard pauseState != .none else { return changes }
+            // Handed over before the pause took hold on the loop: held for the resuming batch,
+            // unless the watch ends here, and nothing is left to wait for.
+            stash += changes
+            guard changes.contains(where: ChangeTranslation.endsWatch) else { return nil }
+            defer { stash = [] }
+            return stash
+        }
+        if let batch { deliver(batch, through: gate) }
+    }
+
+    func resumed(with changes: [DirectoryChange], through gate: DeliveryGate) {
+        let batch = lock.withLock { () -> [DirectoryChange] in
+            stash += changes
+            // Paused again since resume() was called: the next resume delivers these too. (Not
+            // paused: a pause and resume came quicker than their batches; these are news all
+            // the same.)
+            guard pauseState != .paused else { return [] }
+            pauseState = .none
+            defer { stash = [] }
+            return stash
+        }
+        if !batch.isEmpty { deliver(batch, through: gate) }
+    }
+
+    private func deliver(_ changes: [DirectoryChange], through gate: DeliveryGate) {
         guard let delegate else { return }
         delegate.directoryWatcher(self, didObserve: changes)
         guard gate.isOpen else { return }
         delegate.directoryDidChange(self)
     }
 
-    func rootWentAway() {
-        invalidate()
+    func rootWentAway(_ subscription: Subscription) {
+        // An earlier start's subscription says nothing of the current one.
+        guard lock.withLock({ session?.subscription === subscription }) else { return }
+        stop(waiting: true, forGood: false)
     }
 }
 

@@ -72,35 +72,54 @@ public struct DirectoryChange: Hashable, Sendable, CustomStringConvertible {
     /// (it follows an ``Kind/overflow`` notice), rather than reported by the kernel itself. See
     /// Lost changes and rescans.
     public var foundByRescan: Bool
+    /// True for a change made while the watcher was paused (``DirectoryWatcher/pause()``), found
+    /// on ``DirectoryWatcher/resume()`` by comparing what the watcher had been told of its
+    /// directories with a fresh listing of the ones that had changed. Such changes come in one
+    /// batch, the first after resuming. See <doc:StartingStoppingAndPausing>.
+    public var whilePaused: Bool
     /// For an ``Kind/overflow`` notice that follows a failed rescan: why the directory could not
     /// be listed again (permission taken away, out of descriptors). The changes the kernel
     /// dropped are then unknown; the next overflow's rescan reports them, or list the directory
     /// yourself. Nil otherwise.
     public var error: DirectoryWatcherError? {
-        get { failure?.error }
-        set { failure = newValue.map(Failure.init) }
+        get { extra?.error }
+        set { setExtra(error: newValue, droppedChanges: droppedChanges) }
     }
-    /// The error, out of line: a change is copied several times on its way to a callback, and an
-    /// inline error (two strings) would make every change several times wider for a field that
-    /// is almost always nil.
-    private var failure: Failure?
+    /// For an ``Kind/overflow`` notice that says the watcher's own callbacks (or an async
+    /// sequence's consumer) fell too far behind: how many changes were dropped while it caught
+    /// up. With exact recovery what they did is reported next, found by listing the directories
+    /// again (``foundByRescan``). Nil for the kernel's own overflow, whose count nobody knows.
+    public var droppedChanges: Int? {
+        get { extra?.droppedChanges }
+        set { setExtra(error: error, droppedChanges: newValue) }
+    }
+    /// The error and the count, out of line: a change is copied several times on its way to a
+    /// callback, and inline fields (two strings, a count) would make every change several times
+    /// wider for fields that are almost always nil.
+    private var extra: Extra?
 
     public init(
         kind: Kind, path: FileSystemPath, oldPath: FileSystemPath? = nil, isDirectory: Bool,
-        foundByRescan: Bool = false,
-        error: DirectoryWatcherError? = nil
+        foundByRescan: Bool = false, whilePaused: Bool = false,
+        error: DirectoryWatcherError? = nil, droppedChanges: Int? = nil
     ) {
         self.kind = kind
         self.path = path
         self.oldPath = oldPath
         self.isDirectory = isDirectory
         self.foundByRescan = foundByRescan
-        self.failure = error.map(Failure.init)
+        self.whilePaused = whilePaused
+        setExtra(error: error, droppedChanges: droppedChanges)
+    }
+
+    private mutating func setExtra(error: DirectoryWatcherError?, droppedChanges: Int?) {
+        extra = error == nil && droppedChanges == nil ? nil : Extra(error: error, droppedChanges: droppedChanges)
     }
 
     public var description: String {
         let suffix = isDirectory ? "/" : ""
-        var origin = foundByRescan ? " (found by rescan)" : ""
+        var origin = whilePaused ? " (while paused)" : foundByRescan ? " (found by rescan)" : ""
+        if let droppedChanges { origin += " (\(droppedChanges) changes dropped)" }
         if let error { origin += " (rescan failed: \(error.reason))" }
         if let oldPath { return "\(kind.rawValue) \(oldPath)\(suffix) -> \(path)\(suffix)\(origin)" }
         return "\(kind.rawValue) \(path)\(suffix)\(origin)"
@@ -108,14 +127,22 @@ public struct DirectoryChange: Hashable, Sendable, CustomStringConvertible {
 }
 
 extension DirectoryChange {
-    /// A boxed ``DirectoryChange/error``, compared and hashed by value.
-    private final class Failure: Hashable, Sendable {
-        let error: DirectoryWatcherError
+    /// A boxed ``DirectoryChange/error`` and ``DirectoryChange/droppedChanges``, compared and
+    /// hashed by value.
+    private final class Extra: Hashable, Sendable {
+        let error: DirectoryWatcherError?
+        let droppedChanges: Int?
 
-        init(_ error: DirectoryWatcherError) { self.error = error }
+        init(error: DirectoryWatcherError?, droppedChanges: Int?) {
+            self.error = error
+            self.droppedChanges = droppedChanges
+        }
 
-        static func == (a: Failure, b: Failure) -> Bool { a.error == b.error }
+        static func == (a: Extra, b: Extra) -> Bool { a.error == b.error && a.droppedChanges == b.droppedChanges }
 
-        func hash(into hasher: inout Hasher) { hasher.combine(error) }
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(error)
+            hasher.combine(droppedChanges)
+        }
     }
 }

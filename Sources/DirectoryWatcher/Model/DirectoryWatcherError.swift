@@ -40,6 +40,10 @@ public struct DirectoryWatcherError: Error, Hashable, Sendable, CustomStringConv
         /// An option given to the watcher cannot be used (a settling quiet period of zero);
         /// ``DirectoryWatcherError/detail`` says which and why.
         case invalidOption
+        /// ``DirectoryWatcher/startMonitoring()`` was called on a watcher after
+        /// ``DirectoryWatcher/invalidate()``, which ends it for good. Use
+        /// ``DirectoryWatcher/stopMonitoring()`` to stop a watcher that is to start again.
+        case invalidated
         /// Any other failure, with its `errno`.
         case other(errno: Int32)
     }
@@ -96,6 +100,9 @@ public struct DirectoryWatcherError: Error, Hashable, Sendable, CustomStringConv
             return "too many open files; close some or raise the limit (ulimit -n)"
         case .outOfMemory: return "the kernel is out of memory"
         case .invalidOption: return "an option cannot be used"
+        case .invalidated:
+            return "the watcher was invalidated, which ends it for good; make a new one "
+                + "(stopMonitoring() stops a watcher that is to start again)"
         case .other(let code): return "\(function ?? "system call") failed: \(Self.describe(errno: code))"
         }
     }

@@ -48,6 +48,11 @@ final class Router {
     @exclusivity(unchecked) private var catchUpsDue: [Subscription] = []
     /// Barriers of watchers owed a catch-up: they complete after it, by watcher.
     @exclusivity(unchecked) private var barriersAfterCatchUp: [ObjectIdentifier: [BarrierRequest]] = [:]
+    /// Paused watchers that asked to resume and have directories to list first: once the kernel
+    /// queue is drained, those are listed and each is told what changed while it was paused.
+    @exclusivity(unchecked) private var resumesDue: [Subscription] = []
+    /// Barriers of resuming watchers: they complete after the resuming batch, by watcher.
+    @exclusivity(unchecked) private var barriersAfterResume: [ObjectIdentifier: [BarrierRequest]] = [:]
     /// Called from the delivering thread when such a watcher's backlog is delivered; the loop
     /// then runs ``backlogDrained(_:)`` on its leader.
     private let wakeForCatchUp: @Sendable (Subscription) -> Void
@@ -209,6 +214,7 @@ final class Router {
                 complete(waiting)
             }
         }
+        if queueDrained && !resumesDue.isEmpty && pairing.isEmpty { resumeDue() }
         if queueDrained && pairing.isEmpty && barrier.drained() { writeBarrier() }
         flushBatches()
     }
@@ -219,10 +225,12 @@ final class Router {
         assert(isOnLoopThread())
         let leftover =
             barrier.takeAll() + barriersAfterRescan + barriersAfterCatchUp.values.joined()
-            + barriersAfterSettling.values.joined()
+            + barriersAfterSettling.values.joined() + barriersAfterResume.values.joined()
         barriersAfterRescan = []
         barriersAfterCatchUp = [:]
         barriersAfterSettling = [:]
+        barriersAfterResume = [:]
+        resumesDue = []
         settling = []
         flushBatches()
         for request in leftover { schedule(request.subscription.run(request.completion)) }
@@ -270,6 +278,8 @@ final class Router {
         ListingRequest?, SyscallError
     > {
         assert(isOnLoopThread())
+        // Stopped before this task ran: its unsubscribe came first, and would leave it here.
+        guard subscription.gate.isOpen else { return .success(nil) }
         do {
             // A kept snapshot follows every change of name, whatever the watcher selected.
             let names = subscription.keepsSnapshot ? InotifyMask.names : 0
@@ -347,12 +357,133 @@ final class Router {
         guard subscriptions.removeValue(forKey: ObjectIdentifier(subscription)) != nil else { return }
         if !subscription.loop.isEnded { end(subscription) }
         subscription.loop.catchUp = nil
+        subscription.loop.pause = nil
         // Nothing of this wake-up is handed over: not even an empty batch to its queue.
         subscription.loop.pending = []
         dirty.removeAll { $0 === subscription }
         settling.removeAll { $0 === subscription }
+        resumesDue.removeAll { $0 === subscription }
         complete(barriersAfterCatchUp.removeValue(forKey: ObjectIdentifier(subscription)) ?? [])
         complete(barriersAfterSettling.removeValue(forKey: ObjectIdentifier(subscription)) ?? [])
+        complete(barriersAfterResume.removeValue(forKey: ObjectIdentifier(subscription)) ?? [])
+    }
+
+    // MARK: - Pausing
+
+    /// Pauses a watcher: what it has been told of its directories is kept, and its changes are no
+    /// longer collected, only which directories had events (see ``resume(_:)``). What waited to
+    /// be handed over (pending, or settling) is handed over now: it happened before the pause.
+    func pause(_ subscription: Subscription) {
+        assert(isOnLoopThread())
+        if subscription.loop.pause?.isDue == true {
+            // Paused again before its resuming listings: it stays paused, as it was.
+            subscription.loop.pause?.isDue = false
+            resumesDue.removeAll { $0 === subscription }
+            complete(barriersAfterResume.removeValue(forKey: ObjectIdentifier(subscription)) ?? [])
+            return
+        }
+        guard subscription.loop.pause == nil, !subscription.loop.isEnded,
+            subscriptions[ObjectIdentifier(subscription)] === subscription
+        else { return }
+        if subscription.loop.settler != nil {
+            release(subscription, force: true)
+            subscription.loop.settler?.forgetWriters()
+        }
+        var pause = Subscription.Pause(baseline: [:])
+        if let catchUp = subscription.loop.catchUp {
+            // Owed a catch-up: what it was told is what it knew when its backlog overflowed, and
+            // the changes it missed since are found on resuming, with every directory listed.
+            subscription.loop.catchUp = nil
+            catchUpsDue.removeAll { $0 === subscription }
+            pause.baseline = catchUp.baseline
+            pause.lostEvents = true
+            pause.owed =
+                [
+                    DirectoryChange(
+                        kind: .overflow, path: subscription.root, isDirectory: true,
+                        droppedChanges: catchUp.remainder.count + catchUp.dropped)
+                ] + catchUp.remainder
+            complete(barriersAfterCatchUp.removeValue(forKey: ObjectIdentifier(subscription)) ?? [])
+        }
+        for wd in subscription.loop.descriptors where pause.baseline[wd] == nil {
+            if let directory = known[wd] { pause.baseline[wd] = directory.entries }
+        }
+        flushBatches()
+        subscription.loop.pause = pause
+    }
+
+    /// Ends a watcher's pause: hands over one batch, what changed while it was paused (possibly
+    /// nothing), marked ``DirectoryChange/whilePaused``. Only directories that had events are
+    /// listed, once the kernel queue is drained (what it still holds would otherwise be reported
+    /// twice); with none, the batch goes at once, with no system call.
+    func resume(_ subscription: Subscription) {
+        assert(isOnLoopThread())
+        guard var pause = subscription.loop.pause else {
+            // Not paused here (ended meanwhile): the front end's pause still ends.
+            schedule(subscription.handOverResumed([]))
+            return
+        }
+        guard !pause.isDue else { return }
+        let descriptors = subscription.loop.descriptors
+        let changed = pause.lostEvents || descriptors.contains { pause.touched.contains($0) }
+        guard subscription.keepsSnapshot, !subscription.loop.isEnded,
+            pause.lostEvents || descriptors.contains(where: { pause.touched.contains($0) || pause.baseline[$0] == nil })
+        else {
+            // Nothing to list: a watcher without snapshots is told to list again itself.
+            if !subscription.keepsSnapshot && changed && !subscription.loop.isEnded {
+                pause.owed.append(DirectoryChange(kind: .overflow, path: subscription.root, isDirectory: true))
+            }
+            subscription.loop.pause = nil
+            schedule(subscription.handOverResumed(pause.owed))
+            return
+        }
+        pause.isDue = true
+        subscription.loop.pause = pause
+        resumesDue.append(subscription)
+    }
+
+    /// Lists the directories of the resuming watchers that changed while they were paused, and
+    /// hands each its resuming batch.
+    private func resumeDue() {
+        let due = resumesDue
+        resumesDue = []
+        var descriptors: Set<Int32> = []
+        for subscription in due where !subscription.loop.isEnded {
+            guard let pause = subscription.loop.pause else { continue }
+            for wd in subscription.loop.descriptors
+            where pause.lostEvents || pause.touched.contains(wd) || pause.baseline[wd] == nil {
+                descriptors.insert(wd)
+            }
+        }
+        rescan(Array(descriptors), afterKernelOverflow: false)
+        for subscription in due {
+            guard let pause = subscription.loop.pause, pause.isDue else { continue }
+            subscription.loop.pause = nil
+            schedule(subscription.handOverResumed(pause.owed + pause.found))
+            complete(barriersAfterResume.removeValue(forKey: ObjectIdentifier(subscription)) ?? [])
+            // Through collect, behind that batch: a directory gone ends the watch.
+            if let failure = pause.failure { collect(failureNotice(failure, for: subscription), for: subscription) }
+        }
+    }
+
+    /// What a listing found of what changed in one directory of a resuming watcher since it
+    /// paused, as far as the watcher selected and covers it. Its tree is up to date already: the
+    /// events kept it so while it was paused.
+    private func found(_ differences: [Snapshot.Difference], by watch: WatchTable<Subscription>.Watch) {
+        let subscription = watch.subscriber
+        for difference in differences {
+            guard ChangeTranslation.selects(watch.mask, difference.kind),
+                watch.covers(difference.name[...]) || (difference.oldName.map { watch.covers($0[...]) } ?? false)
+            else { continue }
+            let change = DirectoryChange(
+                kind: difference.kind, path: watch.path(of: difference.name[...]),
+                oldPath: difference.oldName.map { watch.path(of: $0[...]) },
+                isDirectory: difference.isDirectory, whilePaused: true)
+            if let exclusions = subscription.exclusions, exclusions.excludes(change, under: subscription.root) {
+                continue
+            }
+            subscription.loop.pause?.found.append(change)
+        }
     }
 
     /// Lists the directories lacking inodes now, as the loop does once it has been idle (tests:
@@ -430,6 +561,7 @@ final class Router {
             if directory.lacksInodes && !directory.isDueForLearning { lacksInodes(event.wd, directory) }
         }
         for watch in table.watches(event.wd) where !watch.subscriber.loop.isEnded {
+            if watch.subscriber.loop.pause != nil { watch.subscriber.loop.pause?.touched.insert(event.wd) }
             // A directory inside a tree: what happens to it itself, its parent reports.
             if event.name.isEmpty, let node = watch.node, !node.isRoot { continue }
             if let change = ChangeTranslation.change(
@@ -470,6 +602,12 @@ final class Router {
         }
         let sources = table.watches(from.wd)
         let targets = table.watches(to.wd)
+        for watch in sources where watch.subscriber.loop.pause != nil {
+            watch.subscriber.loop.pause?.touched.insert(from.wd)
+        }
+        for watch in targets where watch.subscriber.loop.pause != nil {
+            watch.subscriber.loop.pause?.touched.insert(to.wd)
+        }
         for source in sources where !source.subscriber.loop.isEnded {
             if let target = targets.first(where: { $0.subscriber === source.subscriber }) {
                 // A file watch sees both ends when the move stays in its directory; it cares
@@ -500,6 +638,15 @@ final class Router {
     }
 
     func collect(_ change: DirectoryChange, for subscription: Subscription) {
+        if subscription.loop.pause != nil, !ChangeTranslation.endsWatch(change) {
+            // Paused: resuming lists the directories instead. A notice that a listing will not
+            // repeat (a watch that could not be added, a listing that failed) is kept for then.
+            if change.kind == .overflow {
+                subscription.loop.pause?.lostEvents = true
+                if change.error != nil { subscription.loop.pause?.owed.append(change) }
+            }
+            return
+        }
         if let exclusions = subscription.exclusions, exclusions.excludes(change, under: subscription.root) { return }
         if subscription.loop.settler != nil {
             settle(change, for: subscription)
@@ -583,7 +730,9 @@ final class Router {
         for wd in descriptors {
             let watches = table.watches(wd).filter { !$0.subscriber.loop.isEnded && $0.subscriber.keepsSnapshot }
             let catchingUp = watches.filter { $0.subscriber.loop.catchUp?.isDue == true }
-            let others = watches.filter { $0.subscriber.loop.catchUp == nil }
+            let resuming = watches.filter { $0.subscriber.loop.pause?.isDue == true }
+            // A watcher paused and not resuming is among them: what they are told, it drops.
+            let others = watches.filter { $0.subscriber.loop.catchUp == nil && $0.subscriber.loop.pause?.isDue != true }
             guard let first = watches.first else { continue }
             guard let directory = known[wd] else {
                 // Never listed (it was unreadable when watching started): the notice stands.
@@ -597,6 +746,8 @@ final class Router {
             } catch {
                 for watch in catchingUp { _ = takeCatchUp(watch.subscriber) }
                 rescanFailed(error, watches: afterKernelOverflow ? others + catchingUp : catchingUp)
+                // A resuming watcher's own directory: its batch says the listing failed.
+                for watch in resuming where watch.node?.isRoot ?? true { watch.subscriber.loop.pause?.failure = error }
                 continue
             }
             let differences = directory.differences(to: current)
@@ -606,6 +757,10 @@ final class Router {
             for watch in catchingUp {
                 let baseline = takeCatchUp(watch.subscriber)[wd] ?? NameTable()
                 report(Snapshot.differences(from: baseline.dictionary(), to: current), to: watch)
+            }
+            for watch in resuming {
+                let baseline = watch.subscriber.loop.pause?.baseline[wd] ?? NameTable()
+                found(Snapshot.differences(from: baseline.dictionary(), to: current), by: watch)
             }
             directory.reset(to: current)
         }
@@ -617,6 +772,13 @@ final class Router {
         guard let catchUp = subscription.loop.catchUp else { return [:] }
         subscription.loop.catchUp = nil
         subscription.loop.takesAnyBatch = true
+        // The notice first: the watcher fell behind, this many changes were held back, and what
+        // they came to follows.
+        collect(
+            DirectoryChange(
+                kind: .overflow, path: subscription.root, isDirectory: true,
+                droppedChanges: catchUp.remainder.count + catchUp.dropped),
+            for: subscription)
         for change in catchUp.remainder { collect(change, for: subscription) }
         barriersAfterRescan += barriersAfterCatchUp.removeValue(forKey: ObjectIdentifier(subscription)) ?? []
         return catchUp.baseline
@@ -659,18 +821,19 @@ final class Router {
 
     private func rescanFailed(_ error: SyscallError, watches: [WatchTable<Subscription>.Watch]) {
         for watch in watches where !watch.subscriber.loop.isEnded {
-            let root = watch.subscriber.root
-            if error.errno == ENOENT || error.errno == ENOTDIR {
-                collect(
-                    DirectoryChange(kind: .rootRemoved, path: root, isDirectory: true, foundByRescan: true),
-                    for: watch.subscriber)
-            } else {
-                let failure = DirectoryWatcherError(error, path: root.description)
-                collect(
-                    DirectoryChange(kind: .overflow, path: root, isDirectory: true, error: failure),
-                    for: watch.subscriber)
-            }
+            collect(failureNotice(error, for: watch.subscriber), for: watch.subscriber)
         }
+    }
+
+    /// What a watcher is told when its directory could not be listed again: removed when its
+    /// path names nothing, else a notice that carries the error.
+    private func failureNotice(_ error: SyscallError, for subscription: Subscription) -> DirectoryChange {
+        let root = subscription.root
+        if error.errno == ENOENT || error.errno == ENOTDIR {
+            return DirectoryChange(kind: .rootRemoved, path: root, isDirectory: true, foundByRescan: true)
+        }
+        let failure = DirectoryWatcherError(error, path: root.description)
+        return DirectoryChange(kind: .overflow, path: root, isDirectory: true, error: failure)
     }
 
     private func lacksInodes(_ wd: Int32, _ directory: KnownDirectory) {
@@ -748,6 +911,7 @@ final class Router {
         for subscription in dirty {
             // Owed a catch-up: its changes until then are what the catch-up will report.
             if subscription.loop.catchUp != nil && !subscription.loop.endsWithBatch {
+                subscription.loop.catchUp?.dropped += subscription.loop.pending.count
                 subscription.loop.pending = []
                 continue
             }
@@ -784,6 +948,9 @@ final class Router {
         for request in requests {
             if request.subscription.loop.catchUp != nil && !request.subscription.loop.isEnded {
                 barriersAfterCatchUp[ObjectIdentifier(request.subscription), default: []].append(request)
+            } else if request.subscription.loop.pause?.isDue == true && !request.subscription.loop.isEnded {
+                // Resuming: the barrier follows what changed while the watcher was paused.
+                barriersAfterResume[ObjectIdentifier(request.subscription), default: []].append(request)
             } else if request.subscription.loop.settler?.isEmpty == false && !request.subscription.loop.isEnded {
                 // Changes from before the barrier wait to settle: the barrier follows them.
                 barriersAfterSettling[ObjectIdentifier(request.subscription), default: []].append(request)

@@ -90,6 +90,14 @@ struct Settler {
         return batch.take().filter { ChangeTranslation.selects(mask, $0.kind) && Self.isReportable($0.kind, mask) }
     }
 
+    /// The watcher stops following its entries for a while (it paused): a writer's close would
+    /// go unseen, and hold the next batch to the maximum wait.
+    mutating func forgetWriters() {
+        writers = []
+        opening = []
+        created = []
+    }
+
     private mutating func follow(_ change: DirectoryChange) {
         switch change.kind {
         case .created where !change.isDirectory:

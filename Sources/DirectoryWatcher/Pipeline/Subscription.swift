@@ -17,11 +17,24 @@ final class Subscription: @unchecked Sendable {
         case queue(DispatchQueue)
     }
 
-    /// The most changes a watcher may have handed over and not yet delivered. Past it (a callback
-    /// blocked while its directory keeps changing), the router hands over one
-    /// ``DirectoryChange/Kind/overflow`` instead of more changes, as the kernel does with its own
-    /// queue, so a blocked callback cannot make the process grow without bound.
+    /// The most changes a watcher may have handed over and not yet delivered, unless told
+    /// otherwise (``limit``). Past it (a callback blocked while its directory keeps changing),
+    /// the router stops handing changes over and, once the backlog has been delivered, hands
+    /// over one ``DirectoryChange/Kind/overflow`` notice and what the changes came to, as the
+    /// kernel does with its own queue, so a blocked callback cannot make the process grow
+    /// without bound.
     static let backlogLimit = 16_384
+
+    /// This watcher's backlog limit (an async sequence's buffer).
+    let limit: Int
+    /// Whether the limit holds for every batch: an async sequence's buffer is a promise about
+    /// its size. A delegate's is about not growing without bound, so a batch is taken whole
+    /// whatever its size when nothing else is waiting.
+    let strictLimit: Bool
+    /// The changes handed over count as delivered when the receiver says they were consumed
+    /// (``acknowledge(_:)``), not when its callback returns: an async sequence's buffer is
+    /// drained by its consumer, not by the delivery.
+    let acknowledgesLater: Bool
 
     /// The watched directory (for a file watch, the directory that holds the file).
     let root: FileSystemPath
@@ -77,6 +90,28 @@ final class Subscription: @unchecked Sendable {
         var takesAnyBatch = false
         /// For a settling watcher: its changes since its last batch, and when they are due.
         var settler: Settler?
+        /// While the watcher is paused: what it had been told, and which directories changed.
+        var pause: Pause?
+    }
+
+    /// A paused watcher (``Router/pause(_:)``): its changes are not collected, and on resuming it
+    /// is told what they came to by listing the directories that changed.
+    struct Pause {
+        /// What the watcher had been told of each of its kept directories when it paused.
+        var baseline: [Int32: NameTable<KnownDirectory.Known>]
+        /// The directories that had events since (only they can have changed).
+        var touched: Set<Int32> = []
+        /// Events were lost while paused (the kernel queue overflowed): every directory is
+        /// listed on resuming.
+        var lostEvents = false
+        /// Changes the watcher was owed when it paused (a catch-up's), handed over first.
+        var owed: [DirectoryChange] = []
+        /// Resuming: the listings are due once the kernel queue is drained.
+        var isDue = false
+        /// What the listings found, in order, for the resuming batch.
+        var found: [DirectoryChange] = []
+        /// The watcher's own directory could not be listed on resuming.
+        var failure: SyscallError?
     }
 
     /// What a watcher whose backlog overflowed is owed.
@@ -87,6 +122,8 @@ final class Subscription: @unchecked Sendable {
         var baseline: [Int32: NameTable<KnownDirectory.Known>]
         /// The backlog has been delivered: the catch-up is due once the kernel queue is drained.
         var isDue = false
+        /// How many changes were dropped meanwhile (the listing reports what they came to).
+        var dropped = 0
     }
 
     /// Leader only (see ``LoopState``). The router checks that it runs on the leader, so the
@@ -95,8 +132,12 @@ final class Subscription: @unchecked Sendable {
 
     init(
         root: FileSystemPath, mask: UInt32, entry: WatchedEntry? = nil, target: Target, keepsSnapshot: Bool = false,
-        recursive: Bool = false, exclusions: Exclusions? = nil, followsLinks: Bool = false, settler: Settler? = nil
+        recursive: Bool = false, exclusions: Exclusions? = nil, followsLinks: Bool = false, settler: Settler? = nil,
+        limit: Int = Subscription.backlogLimit, strictLimit: Bool = false, acknowledgesLater: Bool = false
     ) {
+        self.limit = limit
+        self.strictLimit = strictLimit
+        self.acknowledgesLater = acknowledgesLater
         self.exclusions = exclusions
         // A settling watcher follows entries and writers whatever it reports.
         self.mask = settler == nil ? mask : mask | Settler.followedMask
@@ -133,35 +174,55 @@ final class Subscription: @unchecked Sendable {
         let ends = loop.endsWithBatch
         loop.pending = []
         let undelivered = backlog.load(ordering: .acquiring)
-        let room = Self.backlogLimit - undelivered
-        // A watcher that has taken everything so far takes any batch, however large (a rescan's).
-        if undelivered == 0 || batch.count <= room || loop.takesAnyBatch {
+        let room = limit - undelivered
+        // A watcher that has taken everything so far takes any batch, however large (a rescan's),
+        // unless its limit is strict.
+        if (undelivered == 0 && !strictLimit) || batch.count <= room || loop.takesAnyBatch {
             loop.isOverflowing = false
             loop.takesAnyBatch = false
         } else if !ends {
-            // Blocked for long: what fits, then one overflow that stands for everything until the
-            // backlog has been delivered.
+            // Blocked for long: what fits, and nothing more until the backlog has been delivered.
             if loop.isOverflowing { return nil }
             loop.isOverflowing = true
             let fits = max(room, 0)
             if keepsSnapshot {
-                // The router owes the rest: before the backlog can drain, it must hear of it.
+                // The router owes the rest, and the notice, once the backlog has drained: it
+                // then knows how many changes were dropped meanwhile.
                 loop.catchUp = CatchUp(remainder: Array(batch[fits...]), baseline: [:])
                 awaitsDrain.store(true, ordering: .relaxed)
+                batch.removeLast(batch.count - fits)
+            } else {
+                // Without a snapshot nothing is owed: one notice stands for everything until the
+                // backlog has been delivered.
+                batch.removeLast(batch.count - fits)
+                batch.append(DirectoryChange(kind: .overflow, path: root, isDirectory: true))
             }
-            batch.removeLast(batch.count - fits)
-            batch.append(DirectoryChange(kind: .overflow, path: root, isDirectory: true))
+            if batch.isEmpty {
+                // Nothing handed over to drain it later: the backlog may have drained already.
+                if backlog.load(ordering: .acquiring) == 0,
+                    awaitsDrain.exchange(false, ordering: .acquiringAndReleasing)
+                {
+                    onBacklogDrained?()
+                }
+                return nil
+            }
         }
         let count = batch.count
         backlog.add(count, ordering: .acquiringAndReleasing)
         return run { [batch] in
             self.deliver(batch, ends: ends)
-            // Acquiring-releasing: the flag was set before this count was added.
-            if self.backlog.subtract(count, ordering: .acquiringAndReleasing).newValue == 0,
-                self.awaitsDrain.exchange(false, ordering: .acquiringAndReleasing)
-            {
-                self.onBacklogDrained?()
-            }
+            if !self.acknowledgesLater { self.acknowledge(count) }
+        }
+    }
+
+    /// `count` changes handed over have been delivered (consumed, for an async sequence). When
+    /// that empties an overflowed backlog, the router is told the watcher's catch-up is due.
+    func acknowledge(_ count: Int) {
+        // Acquiring-releasing: the flag was set before this count was added.
+        if backlog.subtract(count, ordering: .acquiringAndReleasing).newValue == 0,
+            awaitsDrain.exchange(false, ordering: .acquiringAndReleasing)
+        {
+            onBacklogDrained?()
         }
     }
 
@@ -183,7 +244,19 @@ final class Subscription: @unchecked Sendable {
             receiver?.receive(batch, through: gate)
             gate.leave()
         }
-        if ends { receiver?.rootWentAway() }
+        if ends { receiver?.rootWentAway(self) }
+    }
+
+    /// Leader: hands over the batch that ends a pause (what changed while paused, possibly
+    /// nothing), behind everything handed over before it. Returns the mailbox when it must now
+    /// be drained.
+    func handOverResumed(_ changes: [DirectoryChange]) -> Mailbox? {
+        run {
+            if self.gate.enter() {
+                self.receiver?.resumed(with: changes, through: self.gate)
+                self.gate.leave()
+            }
+        }
     }
 }
 
@@ -191,6 +264,9 @@ final class Subscription: @unchecked Sendable {
 protocol ChangeReceiver: AnyObject, Sendable {
     /// Called on the delivery queue inside the gate; checks `gate.isOpen` between callbacks.
     func receive(_ changes: [DirectoryChange], through gate: DeliveryGate)
+    /// Called on the delivery queue, inside the gate, with what changed while the watcher was
+    /// paused: the pause is over from here on.
+    func resumed(with changes: [DirectoryChange], through gate: DeliveryGate)
     /// Called on the delivery queue after the batch that removed or moved the root.
-    func rootWentAway()
+    func rootWentAway(_ subscription: Subscription)
 }
