@@ -7,7 +7,10 @@ public enum Invocation: Equatable, Sendable {
 
 /// The options of a watch, parsed and checked.
 public struct Options: Equatable, Sendable {
+    /// The positional paths: directories, or regular files (watched as ``files`` are).
     public var paths: [String] = []
+    /// Files watched by name through their directory (`--file`), so an atomic save keeps them watched.
+    public var files: [String] = []
     public var json = false
     public var recursive = false
     public var excludes: [String] = []
@@ -67,7 +70,7 @@ public func parseArguments(_ arguments: [String]) throws(UsageError) -> Invocati
             if let inlineValue { return inlineValue }
             return try value(for: name)
         }
-        if inlineValue != nil && !["--exclude", "--settle", "--settle-max"].contains(name) {
+        if inlineValue != nil && !["--exclude", "--settle", "--settle-max", "--file"].contains(name) {
             throw UsageError("\(name) takes no value")
         }
         switch name {
@@ -82,6 +85,10 @@ public func parseArguments(_ arguments: [String]) throws(UsageError) -> Invocati
             let pattern = try optionValue()
             guard !pattern.isEmpty else { throw UsageError("--exclude needs a non-empty pattern") }
             options.excludes.append(pattern)
+        case "-f", "--file":
+            let file = try optionValue()
+            guard !file.isEmpty else { throw UsageError("\(name) needs a non-empty path") }
+            options.files.append(file)
         case "--settle", "--settle-max":
             let text = try optionValue()
             guard let seconds = Double(text), seconds.isFinite, seconds > 0, seconds <= maximumSeconds else {
@@ -98,7 +105,7 @@ public func parseArguments(_ arguments: [String]) throws(UsageError) -> Invocati
             throw UsageError("unknown option '\(argument)'")
         }
     }
-    guard !options.paths.isEmpty else { throw UsageError("no directory to watch") }
+    guard !options.paths.isEmpty || !options.files.isEmpty else { throw UsageError("no directory to watch") }
     if options.paths.contains(where: \.isEmpty) {
         throw UsageError("an empty path is not a directory; use . for the current one")
     }
@@ -113,12 +120,16 @@ public func parseArguments(_ arguments: [String]) throws(UsageError) -> Invocati
 }
 
 public let usage = """
-    usage: dirwatch [options] PATH... [--exec COMMAND [ARG...]]
+    usage: dirwatch [options] [PATH...] [-f FILE]... [--exec COMMAND [ARG...]]
 
-    Watch each directory PATH and print its changes, one line each, until interrupted.
+    Watch each directory PATH, and each FILE, and print their changes, one line each, until
+    interrupted. A PATH that is a regular file (or a symbolic link to one) is watched as a FILE.
     Once every watch is in place, "Watches established." is written to stderr.
 
     options:
+      -f, --file FILE       watch one file by name, through its directory, so that it stays watched
+                            when an atomic save renames a new file over it, or when it is removed
+                            and made again; FILE need not exist, its directory must (repeatable)
       -j, --json            one JSON object per change and line (kind, path, isDirectory, oldPath)
       -e, --exclude GLOB    ignore changes whose name, or path below the watched directory, matches
                             GLOB (fnmatch(3); repeatable)
@@ -144,7 +155,8 @@ public let usage = """
       -V, --version         show the version
 
     exit status: 0 interrupted (SIGINT, SIGTERM), --once done, or stdout closed; 1 a watch could
-    not be set up; 2 usage error; 3 every watched directory was removed or moved away.
+    not be set up; 2 usage error; 3 every watched directory (for a FILE, its directory) was removed
+    or moved away.
     Colour is used when stdout is a terminal and NO_COLOR is not set.
     """
 

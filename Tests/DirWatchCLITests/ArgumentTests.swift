@@ -50,6 +50,14 @@ final class ArgumentTests: XCTestCase {
         XCTAssertEqual(bounded.settleMax, 5)
     }
 
+    func testFilesMixWithDirectories() throws {
+        let parsed = try options(["-f", "a.conf", "dir", "--file", "b.conf", "--file=c.conf"])
+        XCTAssertEqual(parsed.files, ["a.conf", "b.conf", "c.conf"])
+        XCTAssertEqual(parsed.paths, ["dir"])
+        XCTAssertEqual(try options(["--file", "only.conf"]).paths, [], "a file alone is something to watch")
+        XCTAssertEqual(try options(["--file", "--json", "."]).files, ["--json"], "--file takes the next argument")
+    }
+
     func testHelpAndVersion() throws {
         XCTAssertEqual(try parseArguments(["--help"]), .help)
         XCTAssertEqual(try parseArguments([".", "-h"]), .help)
@@ -79,6 +87,10 @@ final class ArgumentTests: XCTestCase {
             (["--restart", "."], "--restart goes with --exec"),
             ([""], "an empty path is not a directory; use . for the current one"),
             (["--json=yes", "."], "--json takes no value"),
+            (["--file"], "--file needs a value"),
+            (["-f"], "-f needs a value"),
+            (["--file", "", "."], "--file needs a non-empty path"),
+            (["--file=", "."], "--file needs a non-empty path"),
         ]
         for (arguments, message) in cases {
             let error = usageError(arguments)
