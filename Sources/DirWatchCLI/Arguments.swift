@@ -1,3 +1,5 @@
+import DirectoryWatcher
+
 /// What the command line asks for.
 public enum Invocation: Equatable, Sendable {
     case help
@@ -11,6 +13,8 @@ public struct Options: Equatable, Sendable {
     public var paths: [String] = []
     /// Files watched by name through their directory (`--file`), so an atomic save keeps them watched.
     public var files: [String] = []
+    /// The kinds of change printed (`--event`); rootRemoved, rootMoved and overflow always are.
+    public var events: DirectoryWatcher.Events = .default
     public var json = false
     public var recursive = false
     public var excludes: [String] = []
@@ -45,6 +49,8 @@ public func parseArguments(_ arguments: [String]) throws(UsageError) -> Invocati
     var options = Options()
     var index = 0
     var optionsEnded = false
+    // Nil until the first --event: then only what the lists name, not the defaults as well.
+    var events: DirectoryWatcher.Events?
 
     func value(for option: String) throws(UsageError) -> String {
         guard index + 1 < arguments.count else { throw UsageError("\(option) needs a value") }
@@ -70,7 +76,9 @@ public func parseArguments(_ arguments: [String]) throws(UsageError) -> Invocati
             if let inlineValue { return inlineValue }
             return try value(for: name)
         }
-        if inlineValue != nil && !["--exclude", "--settle", "--settle-max", "--file"].contains(name) {
+        if inlineValue != nil
+            && !["--exclude", "--settle", "--settle-max", "--file", "--event", "--events"].contains(name)
+        {
             throw UsageError("\(name) takes no value")
         }
         switch name {
@@ -89,6 +97,8 @@ public func parseArguments(_ arguments: [String]) throws(UsageError) -> Invocati
             let file = try optionValue()
             guard !file.isEmpty else { throw UsageError("\(name) needs a non-empty path") }
             options.files.append(file)
+        case "-E", "--event", "--events":
+            events = (events ?? []).union(try parseEvents(try optionValue(), option: name))
         case "--settle", "--settle-max":
             let text = try optionValue()
             guard let seconds = Double(text), seconds.isFinite, seconds > 0, seconds <= maximumSeconds else {
@@ -105,6 +115,7 @@ public func parseArguments(_ arguments: [String]) throws(UsageError) -> Invocati
             throw UsageError("unknown option '\(argument)'")
         }
     }
+    if let events { options.events = events }
     guard !options.paths.isEmpty || !options.files.isEmpty else { throw UsageError("no directory to watch") }
     if options.paths.contains(where: \.isEmpty) {
         throw UsageError("an empty path is not a directory; use . for the current one")
@@ -119,6 +130,42 @@ public func parseArguments(_ arguments: [String]) throws(UsageError) -> Invocati
     return .watch(options)
 }
 
+/// The kinds `--event` takes, by lowercased name: dirwatch's own, as its output prints them, and
+/// inotifywait's, so that an `inotifywait -e` list works as it is.
+let eventKinds: [String: DirectoryWatcher.Events] = [
+    "created": .created, "create": .created,
+    "removed": .removed, "delete": .removed,
+    "modified": .modified, "modify": .modified,
+    "attributeschanged": .attributesChanged, "attributes": .attributesChanged, "attrib": .attributesChanged,
+    // The library reports renames and moves in and out as one kind of event: inotifywait's two
+    // halves of a move cannot be told apart here.
+    "moved": .moved, "move": .moved, "moved_from": .moved, "moved_to": .moved,
+    "opened": .opened, "open": .opened,
+    "accessed": .accessed, "access": .accessed,
+    "writerclosed": .writerClosed, "close_write": .writerClosed,
+    "readerclosed": .readerClosed, "close_nowrite": .readerClosed,
+    "close": [.writerClosed, .readerClosed],
+    "all": .all, "default": .default,
+]
+
+/// The kinds a comma-separated `--event` list names, case-insensitively.
+func parseEvents(_ list: String, option: String) throws(UsageError) -> DirectoryWatcher.Events {
+    guard !list.isEmpty else { throw UsageError("\(option) needs a kind, such as created,modified") }
+    var events: DirectoryWatcher.Events = []
+    for word in list.split(separator: ",", omittingEmptySubsequences: false) {
+        guard !word.isEmpty else { throw UsageError("\(option) has an empty kind in '\(list)'") }
+        guard let kinds = eventKinds[word.lowercased()] else {
+            throw UsageError(
+                "\(option): unknown kind '\(word)'; valid: created, removed, modified, attributesChanged "
+                    + "(or attributes), moved (renamed, movedIn, movedOut), opened, accessed, writerClosed, "
+                    + "readerClosed, all, default, or inotifywait's create, delete, modify, attrib, move, "
+                    + "moved_from, moved_to, open, access, close_write, close_nowrite, close")
+        }
+        events.formUnion(kinds)
+    }
+    return events
+}
+
 public let usage = """
     usage: dirwatch [options] [PATH...] [-f FILE]... [--exec COMMAND [ARG...]]
 
@@ -130,6 +177,16 @@ public let usage = """
       -f, --file FILE       watch one file by name, through its directory, so that it stays watched
                             when an atomic save renames a new file over it, or when it is removed
                             and made again; FILE need not exist, its directory must (repeatable)
+      -E, --event KINDS     print only these kinds of change: a comma-separated list, repeatable
+          --events KINDS    (the union is taken), case-insensitive. dirwatch's names: created,
+                            removed, modified, attributesChanged (or attributes), moved (renamed,
+                            movedIn, movedOut), opened, accessed, writerClosed, readerClosed;
+                            inotifywait's: create, delete, modify, attrib, move, moved_from and
+                            moved_to (both: moved), open, access, close_write, close_nowrite,
+                            close (both closes); all; default (created, removed, modified,
+                            attributesChanged, moved: what is printed without --event).
+                            rootRemoved, rootMoved and overflow are always printed. Not -e: that
+                            is --exclude here, unlike inotifywait's -e
       -j, --json            one JSON object per change and line (kind, path, isDirectory, oldPath)
       -e, --exclude GLOB    ignore changes whose name, or path below the watched directory, matches
                             GLOB (fnmatch(3); repeatable)

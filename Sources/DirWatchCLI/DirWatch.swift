@@ -102,7 +102,8 @@ private final class Session: DirectoryWatcherDelegate, @unchecked Sendable {
                 quietPeriod: .seconds(seconds), maximumWait: options.settleMax.map { .seconds($0) })
         }
         let watchOptions = DirectoryWatcher.Options(
-            delivery: .eventLoopThread, recursive: options.recursive, excludes: options.excludes, settling: settling)
+            events: options.events, delivery: .eventLoopThread, recursive: options.recursive,
+            excludes: options.excludes, settling: settling)
         // A file given as a PATH is watched as --file watches it, as inotifywait takes files too.
         let targets = options.paths.map { ($0, isRegularFile($0)) } + options.files.map { ($0, true) }
         var seen = Set<WatchKey>()

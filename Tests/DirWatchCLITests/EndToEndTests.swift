@@ -98,6 +98,23 @@ final class EndToEndTests: XCTestCase {
         }
     }
 
+    /// `--event` as inotifywait users write it: opens and finished writes, nothing else.
+    func testEventSelectsWhichKindsArePrinted() throws {
+        let run = try Run(Self.binary, ["--event", "opened,close_write", directory.path])
+        try run.waitUntilEstablished()
+        append("report\n", to: path("report.txt"))  // created, opened, modified, writerClosed
+        XCTAssertEqual(try run.nextLine(), "opened            \(path("report.txt"))", "no created line before it")
+        XCTAssertEqual(try run.nextLine(), "writerClosed      \(path("report.txt"))", "no modified line before it")
+        XCTAssertEqual(chmod(path("report.txt"), 0o600), 0)  // attributesChanged: not selected
+        XCTAssertEqual(rename(path("report.txt"), path("final.txt")), 0)  // renamed: not selected
+        touch(path("marker"))
+        XCTAssertEqual(try run.nextLine(), "opened            \(path("marker"))", "nothing between the two files")
+        XCTAssertEqual(try run.nextLine(), "writerClosed      \(path("marker"))")
+        run.interrupt()
+        XCTAssertEqual(try run.waitForExit(), 0)
+        XCTAssertEqual(run.remainingOutput(), "")
+    }
+
     func testEveryKindAsJSON() throws {
         let run = try Run(Self.binary, ["--json", directory.path])
         try run.waitUntilEstablished()
@@ -358,6 +375,7 @@ final class EndToEndTests: XCTestCase {
                     + "(the file need not exist; its directory must)"
             ),
             (["--file", ""], 2, "dirwatch: --file needs a non-empty path (see dirwatch --help)"),
+            ([directory.path, "-E", "create,bogus"], 2, "dirwatch: -E: unknown kind 'bogus'; valid: created,"),
             ([""], 2, "dirwatch: an empty path is not a directory; use . for the current one (see dirwatch --help)"),
             (
                 [directory.path, "--exec", "no-such-command-xyz"], 2,
