@@ -1,3 +1,5 @@
+import DirectoryWatcher
+
 /// What the command line asks for.
 public enum Invocation: Equatable, Sendable {
     case help
@@ -7,7 +9,12 @@ public enum Invocation: Equatable, Sendable {
 
 /// The options of a watch, parsed and checked.
 public struct Options: Equatable, Sendable {
+    /// The positional paths: directories, or regular files (watched as ``files`` are).
     public var paths: [String] = []
+    /// Files watched by name through their directory (`--file`), so an atomic save keeps them watched.
+    public var files: [String] = []
+    /// The kinds of change printed (`--event`); rootRemoved, rootMoved and overflow always are.
+    public var events: DirectoryWatcher.Events = .default
     public var json = false
     public var recursive = false
     public var excludes: [String] = []
@@ -42,6 +49,8 @@ public func parseArguments(_ arguments: [String]) throws(UsageError) -> Invocati
     var options = Options()
     var index = 0
     var optionsEnded = false
+    // Nil until the first --event: then only what the lists name, not the defaults as well.
+    var events: DirectoryWatcher.Events?
 
     func value(for option: String) throws(UsageError) -> String {
         guard index + 1 < arguments.count else { throw UsageError("\(option) needs a value") }
@@ -67,7 +76,9 @@ public func parseArguments(_ arguments: [String]) throws(UsageError) -> Invocati
             if let inlineValue { return inlineValue }
             return try value(for: name)
         }
-        if inlineValue != nil && !["--exclude", "--settle", "--settle-max"].contains(name) {
+        if inlineValue != nil
+            && !["--exclude", "--settle", "--settle-max", "--file", "--event", "--events"].contains(name)
+        {
             throw UsageError("\(name) takes no value")
         }
         switch name {
@@ -82,6 +93,12 @@ public func parseArguments(_ arguments: [String]) throws(UsageError) -> Invocati
             let pattern = try optionValue()
             guard !pattern.isEmpty else { throw UsageError("--exclude needs a non-empty pattern") }
             options.excludes.append(pattern)
+        case "-f", "--file":
+            let file = try optionValue()
+            guard !file.isEmpty else { throw UsageError("\(name) needs a non-empty path") }
+            options.files.append(file)
+        case "-E", "--event", "--events":
+            events = (events ?? []).union(try parseEvents(try optionValue(), option: name))
         case "--settle", "--settle-max":
             let text = try optionValue()
             guard let seconds = Double(text), seconds.isFinite, seconds > 0, seconds <= maximumSeconds else {
@@ -98,7 +115,8 @@ public func parseArguments(_ arguments: [String]) throws(UsageError) -> Invocati
             throw UsageError("unknown option '\(argument)'")
         }
     }
-    guard !options.paths.isEmpty else { throw UsageError("no directory to watch") }
+    if let events { options.events = events }
+    guard !options.paths.isEmpty || !options.files.isEmpty else { throw UsageError("no directory to watch") }
     if options.paths.contains(where: \.isEmpty) {
         throw UsageError("an empty path is not a directory; use . for the current one")
     }
@@ -112,13 +130,63 @@ public func parseArguments(_ arguments: [String]) throws(UsageError) -> Invocati
     return .watch(options)
 }
 
-public let usage = """
-    usage: dirwatch [options] PATH... [--exec COMMAND [ARG...]]
+/// The kinds `--event` takes, by lowercased name: dirwatch's own, as its output prints them, and
+/// inotifywait's, so that an `inotifywait -e` list works as it is.
+let eventKinds: [String: DirectoryWatcher.Events] = [
+    "created": .created, "create": .created,
+    "removed": .removed, "delete": .removed,
+    "modified": .modified, "modify": .modified,
+    "attributeschanged": .attributesChanged, "attributes": .attributesChanged, "attrib": .attributesChanged,
+    // The library reports renames and moves in and out as one kind of event: inotifywait's two
+    // halves of a move cannot be told apart here.
+    "moved": .moved, "move": .moved, "moved_from": .moved, "moved_to": .moved,
+    "opened": .opened, "open": .opened,
+    "accessed": .accessed, "access": .accessed,
+    "writerclosed": .writerClosed, "close_write": .writerClosed,
+    "readerclosed": .readerClosed, "close_nowrite": .readerClosed,
+    "close": [.writerClosed, .readerClosed],
+    "all": .all, "default": .default,
+]
 
-    Watch each directory PATH and print its changes, one line each, until interrupted.
+/// The kinds a comma-separated `--event` list names, case-insensitively.
+func parseEvents(_ list: String, option: String) throws(UsageError) -> DirectoryWatcher.Events {
+    guard !list.isEmpty else { throw UsageError("\(option) needs a kind, such as created,modified") }
+    var events: DirectoryWatcher.Events = []
+    for word in list.split(separator: ",", omittingEmptySubsequences: false) {
+        guard !word.isEmpty else { throw UsageError("\(option) has an empty kind in '\(list)'") }
+        guard let kinds = eventKinds[word.lowercased()] else {
+            throw UsageError(
+                "\(option): unknown kind '\(word)'; valid: created, removed, modified, attributesChanged "
+                    + "(or attributes), moved (renamed, movedIn, movedOut), opened, accessed, writerClosed, "
+                    + "readerClosed, all, default, or inotifywait's create, delete, modify, attrib, move, "
+                    + "moved_from, moved_to, open, access, close_write, close_nowrite, close")
+        }
+        events.formUnion(kinds)
+    }
+    return events
+}
+
+public let usage = """
+    usage: dirwatch [options] [PATH...] [-f FILE]... [--exec COMMAND [ARG...]]
+
+    Watch each directory PATH, and each FILE, and print their changes, one line each, until
+    interrupted. A PATH that is a regular file (or a symbolic link to one) is watched as a FILE.
     Once every watch is in place, "Watches established." is written to stderr.
 
     options:
+      -f, --file FILE       watch one file by name, through its directory, so that it stays watched
+                            when an atomic save renames a new file over it, or when it is removed
+                            and made again; FILE need not exist, its directory must (repeatable)
+      -E, --event KINDS     print only these kinds of change: a comma-separated list, repeatable
+          --events KINDS    (the union is taken), case-insensitive. dirwatch's names: created,
+                            removed, modified, attributesChanged (or attributes), moved (renamed,
+                            movedIn, movedOut), opened, accessed, writerClosed, readerClosed;
+                            inotifywait's: create, delete, modify, attrib, move, moved_from and
+                            moved_to (both: moved), open, access, close_write, close_nowrite,
+                            close (both closes); all; default (created, removed, modified,
+                            attributesChanged, moved: what is printed without --event).
+                            rootRemoved, rootMoved and overflow are always printed. Not -e: that
+                            is --exclude here, unlike inotifywait's -e
       -j, --json            one JSON object per change and line (kind, path, isDirectory, oldPath)
       -e, --exclude GLOB    ignore changes whose name, or path below the watched directory, matches
                             GLOB (fnmatch(3); repeatable)
@@ -144,7 +212,8 @@ public let usage = """
       -V, --version         show the version
 
     exit status: 0 interrupted (SIGINT, SIGTERM), --once done, or stdout closed; 1 a watch could
-    not be set up; 2 usage error; 3 every watched directory was removed or moved away.
+    not be set up; 2 usage error; 3 every watched directory (for a FILE, its directory) was removed
+    or moved away.
     Colour is used when stdout is a terminal and NO_COLOR is not set.
     """
 

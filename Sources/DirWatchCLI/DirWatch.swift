@@ -2,8 +2,8 @@ import DirectoryWatcher
 import Dispatch
 import Glibc
 
-/// The `dirwatch` command: parses the arguments, sets up one watcher per directory, prints each
-/// batch of changes as it arrives.
+/// The `dirwatch` command: parses the arguments, sets up one watcher per directory or file, prints
+/// each batch of changes as it arrives.
 public enum DirWatch {
     public enum ExitCode {
         public static let success: Int32 = 0
@@ -68,7 +68,8 @@ public enum DirWatch {
 /// overflows, dirwatch prints an `overflow` line: nothing is dropped silently.
 private final class Session: DirectoryWatcherDelegate, @unchecked Sendable {
     private struct State {
-        /// How many directories are watched; nil until every watch is in place.
+        /// How many watchers there are; nil until every watch is in place. A file's watch ends, and
+        /// counts as gone, only with its directory.
         var roots: Int?
         var rootsGone = 0
         /// Set by SIGINT/SIGTERM: nothing more is written.
@@ -101,19 +102,27 @@ private final class Session: DirectoryWatcherDelegate, @unchecked Sendable {
                 quietPeriod: .seconds(seconds), maximumWait: options.settleMax.map { .seconds($0) })
         }
         let watchOptions = DirectoryWatcher.Options(
-            delivery: .eventLoopThread, recursive: options.recursive, excludes: options.excludes, settling: settling)
-        var seen = Set<FileSystemPath>()
-        for path in options.paths {
-            do {
-                let watcher = try DirectoryWatcher.watchFolder(path: path, options: watchOptions, delegate: self)
-                // The same directory named twice would print every change twice.
-                guard seen.insert(watcher.path).inserted else {
+            events: options.events, delivery: .eventLoopThread, recursive: options.recursive,
+            excludes: options.excludes, settling: settling)
+        // A file given as a PATH is watched as --file watches it, as inotifywait takes files too.
+        let targets = options.paths.map { ($0, isRegularFile($0)) } + options.files.map { ($0, true) }
+        var seen = Set<WatchKey>()
+        for (path, isFile) in targets {
+            do throws(DirectoryWatcherError) {
+                let watcher =
+                    isFile
+                    ? try DirectoryWatcher.watchFile(path: path, options: watchOptions, delegate: self)
+                    : try DirectoryWatcher.watchFolder(path: path, options: watchOptions, delegate: self)
+                // The same directory or file named twice would print every change twice.
+                guard seen.insert(WatchKey(path: watcher.path, isFile: isFile)).inserted else {
                     watcher.invalidate()
                     continue
                 }
                 watchers.append(watcher)
             } catch {
-                DirWatch.fail("\(error)", status: DirWatch.ExitCode.watchFailed)
+                // "No such file" alone would puzzle: a watched file need not exist, its directory must.
+                let hint = isFile && error.code == .noSuchPath ? " (the file need not exist; its directory must)" : ""
+                DirWatch.fail("\(error)\(hint)", status: DirWatch.ExitCode.watchFailed)
             }
         }
         // A root may already be gone: its change was printed, and counted, before this point.
@@ -123,6 +132,19 @@ private final class Session: DirectoryWatcherDelegate, @unchecked Sendable {
         }
         if allGone { finish(status: DirWatch.ExitCode.rootsGone) }
         writeError("Watches established.\n")
+    }
+
+    /// A watch, to leave out the same one asked for twice. (A directory watched as a file, with
+    /// --file, reports its entry, not its entries: another watch.)
+    private struct WatchKey: Hashable {
+        var path: FileSystemPath
+        var isFile: Bool
+    }
+
+    /// Whether `path` names a regular file, through symbolic links.
+    private func isRegularFile(_ path: String) -> Bool {
+        var status = stat()
+        return stat(path, &status) == 0 && status.st_mode & S_IFMT == S_IFREG
     }
 
     /// SIGINT, SIGTERM, taken by the main thread: lets the batch being written finish, stops a

@@ -1,3 +1,4 @@
+import DirectoryWatcher
 import XCTest
 
 @testable import DirWatchCLI
@@ -50,6 +51,45 @@ final class ArgumentTests: XCTestCase {
         XCTAssertEqual(bounded.settleMax, 5)
     }
 
+    func testFilesMixWithDirectories() throws {
+        let parsed = try options(["-f", "a.conf", "dir", "--file", "b.conf", "--file=c.conf"])
+        XCTAssertEqual(parsed.files, ["a.conf", "b.conf", "c.conf"])
+        XCTAssertEqual(parsed.paths, ["dir"])
+        XCTAssertEqual(try options(["--file", "only.conf"]).paths, [], "a file alone is something to watch")
+        XCTAssertEqual(try options(["--file", "--json", "."]).files, ["--json"], "--file takes the next argument")
+    }
+
+    func testEventsDefaultToWhatDirwatchAlwaysPrinted() throws {
+        XCTAssertEqual(try options(["."]).events, DirectoryWatcher.Events.default)
+    }
+
+    func testEventListsAndTheirUnion() throws {
+        XCTAssertEqual(try options(["--event", "created,removed", "."]).events, [.created, .removed])
+        XCTAssertEqual(
+            try options(["-E", "opened", "--events", "writerClosed", "--event=moved", "."]).events,
+            [.opened, .writerClosed, .moved], "repeated: the union")
+        XCTAssertEqual(try options(["-E", "modified,modified", "."]).events, [.modified])
+        XCTAssertEqual(
+            try options(["-E", "default,opened", "."]).events, DirectoryWatcher.Events.default.union(.opened))
+        XCTAssertEqual(try options(["-E", "all", "."]).events, DirectoryWatcher.Events.all)
+        let mixedCase = try options(["-E", "OPENED,Close_Write,attributes", "."])
+        XCTAssertEqual(mixedCase.events, [.opened, .writerClosed, .attributesChanged], "case does not matter")
+    }
+
+    func testInotifywaitEventNames() throws {
+        let names: [(String, DirectoryWatcher.Events)] = [
+            ("create", .created), ("delete", .removed), ("modify", .modified), ("attrib", .attributesChanged),
+            ("move", .moved), ("moved_from", .moved), ("moved_to", .moved), ("open", .opened),
+            ("access", .accessed), ("close_write", .writerClosed), ("close_nowrite", .readerClosed),
+            ("close", [.writerClosed, .readerClosed]),
+        ]
+        for (name, events) in names {
+            XCTAssertEqual(try options(["-E", name, "."]).events, events, name)
+        }
+        XCTAssertEqual(
+            try options(["-E", "create,delete,modify,attrib,move", "."]).events, DirectoryWatcher.Events.default)
+    }
+
     func testHelpAndVersion() throws {
         XCTAssertEqual(try parseArguments(["--help"]), .help)
         XCTAssertEqual(try parseArguments([".", "-h"]), .help)
@@ -79,6 +119,22 @@ final class ArgumentTests: XCTestCase {
             (["--restart", "."], "--restart goes with --exec"),
             ([""], "an empty path is not a directory; use . for the current one"),
             (["--json=yes", "."], "--json takes no value"),
+            (["--file"], "--file needs a value"),
+            (["-f"], "-f needs a value"),
+            (["--file", "", "."], "--file needs a non-empty path"),
+            (["--file=", "."], "--file needs a non-empty path"),
+            (["--event"], "--event needs a value"),
+            (["--event", "", "."], "--event needs a kind, such as created,modified"),
+            (["--events=", "."], "--events needs a kind, such as created,modified"),
+            (["-E", "opened,", "."], "-E has an empty kind in 'opened,'"),
+            (["-E", "opened,,created", "."], "-E has an empty kind in 'opened,,created'"),
+            (
+                ["--event", "created,renamed", "."],
+                "--event: unknown kind 'renamed'; valid: created, removed, modified, attributesChanged "
+                    + "(or attributes), moved (renamed, movedIn, movedOut), opened, accessed, writerClosed, "
+                    + "readerClosed, all, default, or inotifywait's create, delete, modify, attrib, move, "
+                    + "moved_from, moved_to, open, access, close_write, close_nowrite, close"
+            ),
         ]
         for (arguments, message) in cases {
             let error = usageError(arguments)

@@ -35,6 +35,86 @@ final class EndToEndTests: XCTestCase {
         close(fd)
     }
 
+    /// Writes `text` at the end of the file, in place (no temporary file, no rename).
+    private func append(_ text: String, to path: String, file: StaticString = #filePath, line: UInt = #line) {
+        let fd = open(path, O_CREAT | O_WRONLY | O_APPEND, 0o644)
+        XCTAssertGreaterThanOrEqual(fd, 0, "open \(path)", file: file, line: line)
+        XCTAssertEqual(write(fd, text, text.utf8.count), text.utf8.count, file: file, line: line)
+        close(fd)
+    }
+
+    /// An editor's save: the new contents written next to the file, then renamed over it.
+    func testFileWatchOutlivesAnAtomicSaveAndIgnoresItsSiblings() throws {
+        let config = path("app.conf")
+        append("a = 1\n", to: config)
+        let run = try Run(Self.binary, ["--json", "--file", config])
+        try run.waitUntilEstablished()
+
+        append("b = 2\n", to: config)
+        XCTAssertEqual(try run.nextJSON(), ["kind": "modified", "path": config, "isDirectory": false])
+        append("not watched\n", to: path("sibling"))
+        append("a = 3\n", to: config + ".tmp")
+        XCTAssertEqual(rename(config + ".tmp", config), 0)
+        // Had the sibling or the temporary file been reported, it would come first.
+        XCTAssertEqual(
+            try run.nextJSON(),
+            ["kind": "renamed", "path": config, "oldPath": config + ".tmp", "isDirectory": false])
+        append("b = 4\n", to: config)
+        XCTAssertEqual(
+            try run.nextJSON(), ["kind": "modified", "path": config, "isDirectory": false], "the new file is watched")
+        XCTAssertEqual(unlink(config), 0)
+        XCTAssertEqual(try run.nextJSON(), ["kind": "removed", "path": config, "isDirectory": false])
+        touch(config)
+        XCTAssertEqual(try run.nextJSON(), ["kind": "created", "path": config, "isDirectory": false])
+
+        // The watch ends only with the file's directory, and then dirwatch exits 3.
+        XCTAssertEqual(unlink(config), 0)
+        XCTAssertEqual(try run.nextJSON(), ["kind": "removed", "path": config, "isDirectory": false])
+        XCTAssertEqual(unlink(path("sibling")), 0)
+        XCTAssertEqual(rmdir(directory.path), 0)
+        XCTAssertEqual(try run.nextJSON(), ["kind": "rootRemoved", "path": directory.path, "isDirectory": true])
+        XCTAssertEqual(try run.waitForExit(), 3)
+        XCTAssertEqual(run.remainingOutput(), "")
+    }
+
+    /// A PATH that is a regular file, or a symbolic link to one, is watched as --file watches it
+    /// (inotifywait takes files too).
+    func testARegularFileAsPathIsWatchedAsAFile() throws {
+        let notes = path("notes.txt")
+        let link = path("link-to-notes")
+        append("one\n", to: notes)
+        XCTAssertEqual(symlink(notes, link), 0)
+        for given in [notes, link] {
+            let run = try Run(Self.binary, ["--json", given])
+            try run.waitUntilEstablished()
+            touch(path("sibling-\(given == notes ? "of-file" : "of-link")"))
+            append("two\n", to: notes)
+            XCTAssertEqual(
+                try run.nextJSON(), ["kind": "modified", "path": given, "isDirectory": false],
+                "changes carry the path as given; the sibling made first is not reported")
+            run.interrupt()
+            XCTAssertEqual(try run.waitForExit(), 0)
+            XCTAssertEqual(run.remainingOutput(), "")
+        }
+    }
+
+    /// `--event` as inotifywait users write it: opens and finished writes, nothing else.
+    func testEventSelectsWhichKindsArePrinted() throws {
+        let run = try Run(Self.binary, ["--event", "opened,close_write", directory.path])
+        try run.waitUntilEstablished()
+        append("report\n", to: path("report.txt"))  // created, opened, modified, writerClosed
+        XCTAssertEqual(try run.nextLine(), "opened            \(path("report.txt"))", "no created line before it")
+        XCTAssertEqual(try run.nextLine(), "writerClosed      \(path("report.txt"))", "no modified line before it")
+        XCTAssertEqual(chmod(path("report.txt"), 0o600), 0)  // attributesChanged: not selected
+        XCTAssertEqual(rename(path("report.txt"), path("final.txt")), 0)  // renamed: not selected
+        touch(path("marker"))
+        XCTAssertEqual(try run.nextLine(), "opened            \(path("marker"))", "nothing between the two files")
+        XCTAssertEqual(try run.nextLine(), "writerClosed      \(path("marker"))")
+        run.interrupt()
+        XCTAssertEqual(try run.waitForExit(), 0)
+        XCTAssertEqual(run.remainingOutput(), "")
+    }
+
     func testEveryKindAsJSON() throws {
         let run = try Run(Self.binary, ["--json", directory.path])
         try run.waitUntilEstablished()
@@ -282,11 +362,20 @@ final class EndToEndTests: XCTestCase {
     }
 
     func testBadPathsFailWithOneLine() throws {
-        let file = path("plain")
-        touch(file)
+        // A regular file is watched (see testARegularFileAsPathIsWatchedAsAFile); other
+        // non-directories are not.
+        let fifo = path("fifo")
+        XCTAssertEqual(mkfifo(fifo, 0o600), 0)
         let cases: [([String], Int32, String)] = [
             ([path("missing")], 1, "dirwatch: cannot watch \"\(path("missing"))\": no such file or directory"),
-            ([file], 1, "dirwatch: cannot watch \"\(file)\": not a directory"),
+            ([fifo], 1, "dirwatch: cannot watch \"\(fifo)\": not a directory"),
+            (
+                ["--file", path("missing/app.conf")], 1,
+                "dirwatch: cannot watch \"\(path("missing/app.conf"))\": no such file or directory "
+                    + "(the file need not exist; its directory must)"
+            ),
+            (["--file", ""], 2, "dirwatch: --file needs a non-empty path (see dirwatch --help)"),
+            ([directory.path, "-E", "create,bogus"], 2, "dirwatch: -E: unknown kind 'bogus'; valid: created,"),
             ([""], 2, "dirwatch: an empty path is not a directory; use . for the current one (see dirwatch --help)"),
             (
                 [directory.path, "--exec", "no-such-command-xyz"], 2,

@@ -32,6 +32,18 @@ final class FormatTests: XCTestCase {
         XCTAssertEqual(text(change(.attributesChanged, "/d/x")), "attributesChanged /d/x\n")
     }
 
+    /// The kinds only --event selects print under the names --event takes for them.
+    func testOptInKindsPrintByName() throws {
+        XCTAssertEqual(text(change(.opened, "/d/a")), "opened            /d/a\n")
+        XCTAssertEqual(text(change(.accessed, "/d/a")), "accessed          /d/a\n")
+        XCTAssertEqual(text(change(.writerClosed, "/d/a")), "writerClosed      /d/a\n")
+        XCTAssertEqual(text(change(.readerClosed, "/d", directory: true)), "readerClosed      /d/\n")
+        for kind in [DirectoryChange.Kind.opened, .accessed, .writerClosed, .readerClosed] {
+            XCTAssertEqual(try json(change(kind, "/d/a"))["kind"] as? String, kind.rawValue)
+            XCTAssertNotNil(eventKinds[kind.rawValue.lowercased()], "--event takes \(kind.rawValue)")
+        }
+    }
+
     func testColourWrapsOnlyTheKind() {
         XCTAssertEqual(text(change(.removed, "/d/a"), color: true), "\u{1B}[31mremoved\u{1B}[0m           /d/a\n")
     }
