@@ -7,6 +7,8 @@ let package = Package(
         .library(name: "DirectoryWatcher", targets: ["DirectoryWatcher"]),
         .executable(name: "dirwatch", targets: ["dirwatch"]),
         .executable(name: "document-list", targets: ["document-list"]),
+        .executable(name: "wait-for", targets: ["wait-for"]),
+        .executable(name: "monitor-group", targets: ["monitor-group"]),
         .executable(name: "dirwatch-bench", targets: ["dirwatch-bench"]),
     ],
     targets: [
@@ -29,6 +31,16 @@ let package = Package(
             name: "document-list",
             dependencies: ["DirectoryWatcher"],
             path: "Examples/document-list"
+        ),
+        .executableTarget(
+            name: "wait-for",
+            dependencies: ["DirectoryWatcher"],
+            path: "Examples/wait-for"
+        ),
+        .executableTarget(
+            name: "monitor-group",
+            dependencies: ["DirectoryWatcher"],
+            path: "Examples/monitor-group"
         ),
         // The benchmark's floor: a raw inotify + epoll reader in C, measured beside the library.
         .target(name: "CInotifyFloor", path: "Benchmarks/CInotifyFloor"),
