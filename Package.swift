@@ -7,6 +7,7 @@ let package = Package(
         .library(name: "DirectoryWatcher", targets: ["DirectoryWatcher"]),
         .executable(name: "dirwatch", targets: ["dirwatch"]),
         .executable(name: "document-list", targets: ["document-list"]),
+        .executable(name: "folder-notifications", targets: ["folder-notifications"]),
         .executable(name: "dirwatch-bench", targets: ["dirwatch-bench"]),
     ],
     targets: [
@@ -29,6 +30,11 @@ let package = Package(
             name: "document-list",
             dependencies: ["DirectoryWatcher"],
             path: "Examples/document-list"
+        ),
+        .executableTarget(
+            name: "folder-notifications",
+            dependencies: ["DirectoryWatcher"],
+            path: "Examples/folder-notifications"
         ),
         // The benchmark's floor: a raw inotify + epoll reader in C, measured beside the library.
         .target(name: "CInotifyFloor", path: "Benchmarks/CInotifyFloor"),
