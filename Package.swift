@@ -9,6 +9,7 @@ let package = Package(
         .executable(name: "document-list", targets: ["document-list"]),
         .executable(name: "wait-for", targets: ["wait-for"]),
         .executable(name: "monitor-group", targets: ["monitor-group"]),
+        .executable(name: "folder-notifications", targets: ["folder-notifications"]),
         .executable(name: "dirwatch-bench", targets: ["dirwatch-bench"]),
     ],
     targets: [
@@ -41,6 +42,9 @@ let package = Package(
             name: "monitor-group",
             dependencies: ["DirectoryWatcher"],
             path: "Examples/monitor-group"
+            name: "folder-notifications",
+            dependencies: ["DirectoryWatcher"],
+            path: "Examples/folder-notifications"
         ),
         // The benchmark's floor: a raw inotify + epoll reader in C, measured beside the library.
         .target(name: "CInotifyFloor", path: "Benchmarks/CInotifyFloor"),
