@@ -42,6 +42,8 @@ let package = Package(
             name: "monitor-group",
             dependencies: ["DirectoryWatcher"],
             path: "Examples/monitor-group"
+        ),
+        .executableTarget(
             name: "folder-notifications",
             dependencies: ["DirectoryWatcher"],
             path: "Examples/folder-notifications"
