@@ -34,7 +34,7 @@
 /// }
 /// ```
 ///
-/// Or iterate ``DirectoryWatcher/changes(path:options:)`` in a main-actor task: no delegate at all.
+/// Or iterate ``DirectoryWatcher/changes(path:options:bufferLimit:)`` in a main-actor task: no delegate at all.
 public protocol DirectoryWatcherDelegate: AnyObject, SendableMetatype {
     /// Something in the watched directory changed.
     func directoryDidChange(_ watcher: DirectoryWatcher)

@@ -33,9 +33,10 @@ public struct DirectoryChange: Hashable, Sendable, CustomStringConvertible {
         /// delivering this change: its path no longer names the directory. For a file watch,
         /// ``DirectoryChange/path`` is the file's directory.
         case rootMoved
-        /// The kernel's event queue overflowed (`IN_Q_OVERFLOW`), or the watcher's callbacks fell
-        /// too far behind: changes may have been lost. ``DirectoryChange/path`` is the watched
-        /// directory. With exact recovery (the default), the changes found by listing the
+        /// The kernel's event queue overflowed (`IN_Q_OVERFLOW`), or the watcher's callbacks (an
+        /// async sequence's consumer) fell too far behind, and ``DirectoryChange/droppedChanges``
+        /// says how many changes were held back: changes may have been lost. ``DirectoryChange/path``
+        /// is the watched directory. With exact recovery (the default), the changes found by listing the
         /// directory again follow, marked ``DirectoryChange/foundByRescan``; a second notice with
         /// an ``DirectoryChange/error`` says when that listing failed, and what was missed is
         /// then unknown. With ``DirectoryWatcher/Recovery/notice``, list the directory again to
