@@ -184,6 +184,7 @@ final class Bench {
             treeRoots[size] = root
         }
         let (snapshot, floorListing, librarySnapshot, libraryListing) = try snapshots()
+        let (pollCPU, floorPollCPU, pollWakeUps) = try polling()
 
         func both(_ values: [Contender: [Double]], _ library: Contender = .library) -> (Measured, Measured) {
             (.values(values[library] ?? []), .values(values[.floor] ?? []))
@@ -267,6 +268,13 @@ final class Bench {
                 "Listing \(format(Double(c.snapshotEntries))) entries (watching starts; a rescan lists the same)", "ms",
                 (.values(libraryListing), .values(floorListing)), .none),
             figure("idle", "Idle wake-ups", "per second", both(idle), .atMost(0)),
+            figure(
+                "poll-cpu",
+                "Polling: CPU per poll of 10,000 entries (floor: its listing, getdents64 and a stat per entry)", "ms",
+                (.values(pollCPU), .values(floorPollCPU)), .none),
+            figure(
+                "poll-idle", "Polling: idle wake-ups of a watcher polling every 100 ms (one per interval)",
+                "per second", (.values(pollWakeUps), .notAvailable("does not poll")), .atMost(12)),
             figure("threads", "\(watchers): threads added", "threads", footprint("threads"), .atMost(1)),
             figure(
                 "threads-queue", "\(watchers): threads added\(onQueue)", "threads", footprint("threads", .libraryQueue),
@@ -465,6 +473,50 @@ final class Bench {
             libraryListing.append(try value("ns", in: line) / 1e6)
         }
         return (perEntry, listing, libraryPerEntry, libraryListing)
+    }
+
+    /// What polling costs: the library's CPU time per poll of the snapshot directory's entries,
+    /// against the floor's listing of the same directory (the least a poll can do), both per
+    /// 10,000 entries; and how often a watcher polling every 100 ms wakes up while nothing
+    /// changes (one wake-up per poll, at most).
+    private func polling() throws(BenchError) -> ([Double], [Double], [Double]) {
+        let c = configuration
+        let directory = "\(scratch)/polled"
+        try Files.makeDirectory(directory)
+        defer { Files.remove(directory) }
+        try Files.createFiles(in: directory, prefix: "entry-", count: c.snapshotEntries)
+        let per10k = 10_000 / Double(c.snapshotEntries)
+        let polls = c.quick ? 3 : 10
+        var library: [Double] = []
+        var floor: [Double] = []
+        var wakeUps: [Double] = []
+        let empty = "\(scratch)/polled-idle"
+        try Files.makeDirectory(empty)
+        defer { Files.remove(empty) }
+        for round in 0..<c.rounds {
+            log("round \(round + 1)/\(c.rounds): polling \(format(Double(c.snapshotEntries))) entries")
+            let process = try child(["library-poll", directory, String(polls)])
+            let line = try process.expectLine(containing: "poll")
+            _ = try process.wait()
+            library.append(try value("cpu", in: line) / 1e6 * per10k)
+            let start = ownCPUNanoseconds()
+            for _ in 0..<polls {
+                guard let snapshot = cif_snapshot_take(directory) else { throw .system("floor: snapshot", directory) }
+                cif_snapshot_free(snapshot)
+            }
+            floor.append(Double(ownCPUNanoseconds() - start) / Double(polls) / 1e6 * per10k)
+            log("round \(round + 1)/\(c.rounds): a watcher polling every 100 ms, left alone")
+            let idle = try child(["library-poll-idle", empty, "100"])
+            _ = try idle.expectLine(containing: "ready")
+            sleep(seconds: c.idleSettle)
+            let before = ContextSwitches(pid: idle.pid)
+            sleep(seconds: c.idleWindow)
+            wakeUps.append(Double(ContextSwitches(pid: idle.pid).wakeUps(since: before)) / c.idleWindow)
+            idle.closeControl()
+            _ = try idle.expectLine(containing: "done")
+            _ = try idle.wait()
+        }
+        return (library, floor, wakeUps)
     }
 
     /// The number after `key=` in a child's line.

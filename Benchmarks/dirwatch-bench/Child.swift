@@ -41,6 +41,9 @@ enum Child {
             case ("libraryQueue-slow", 3):
                 try librarySlow(parent: arguments[1], count: Int(arguments[2]) ?? 0, delivery: .queue)
             case ("library-snapshot", 2): try librarySnapshot(directory: arguments[1])
+            case ("library-poll", 3): try libraryPoll(directory: arguments[1], polls: Int(arguments[2]) ?? 1)
+            case ("library-poll-idle", 3):
+                try libraryPollIdle(directory: arguments[1], intervalMilliseconds: Int(arguments[2]) ?? 100)
             case ("floor-many", 3): try floorMany(parent: arguments[1], count: Int(arguments[2]) ?? 0)
             case ("floor-tree", 2): try floorTree(root: arguments[1])
             case ("library-tree", 2): try libraryTree(root: arguments[1])
@@ -257,6 +260,43 @@ enum Child {
         } catch {
             throw BenchError("library: \(error)")
         }
+    }
+
+    /// What a poll costs: a polled watcher (an hour's interval, so only barriers poll) polled
+    /// `polls` times in a row, each barrier a poll of the whole directory; the process's CPU time
+    /// per poll.
+    private static func libraryPoll(directory: String, polls: Int) throws(BenchError) {
+        let entries = directoryEntries(directory).count
+        do {
+            let watcher = try DirectoryWatcher.watchFolder(
+                path: directory, options: .init(backend: .polling, pollingInterval: .seconds(3600))
+            ) { _ in }
+            defer { watcher.invalidate() }
+            settle(watcher)
+            let start = ownCPUNanoseconds()
+            for _ in 0..<polls { settle(watcher) }
+            let perPoll = (ownCPUNanoseconds() - start) / UInt64(max(polls, 1))
+            writeAll("poll entries=\(entries) cpu=\(perPoll)\n", to: 1)
+        } catch {
+            throw BenchError("library: \(error)")
+        }
+    }
+
+    /// A polled watcher left alone until its input closes, for the parent to count its wake-ups.
+    private static func libraryPollIdle(directory: String, intervalMilliseconds: Int) throws(BenchError) {
+        let watcher: DirectoryWatcher
+        do {
+            watcher = try DirectoryWatcher.watchFolder(
+                path: directory,
+                options: .init(backend: .polling, pollingInterval: .milliseconds(intervalMilliseconds))
+            ) { _ in }
+        } catch {
+            throw BenchError("library: \(error)")
+        }
+        writeAll("ready\n", to: 1)
+        waitForEndOfInput()
+        watcher.invalidate()
+        writeAll("done\n", to: 1)
     }
 
     private static func floorMany(parent: String, count: Int) throws(BenchError) {

@@ -9,6 +9,7 @@
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/mman.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 #include "CDirectoryWatcherShims.h"
 
@@ -120,4 +121,11 @@ long cdw_getdents64(int fd, void *buffer, unsigned long count) {
 
 int cdw_open_directory(const char *path, int no_follow) {
     return open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | (no_follow ? O_NOFOLLOW : 0));
+}
+
+int64_t cdw_file_system_type(const char *path) {
+    struct statfs buffer;
+    if (statfs(path, &buffer) != 0) return -1;
+    // f_type is a signed word; the magic numbers are 32-bit patterns (CIFS's has the top bit set).
+    return (int64_t)(uint32_t)buffer.f_type;
 }

@@ -59,6 +59,10 @@ typedef struct {
 /// statx(directory, name, AT_SYMLINK_NOFOLLOW | AT_STATX_DONT_SYNC, basic stats and birth
 /// time) into `status`. Returns 0, or -1 with errno set.
 int cdw_entry_status_at(int directory, const char *name, cdw_entry_status *status);
+
+/// The file system type of `path` (statfs's f_type, the kernel's magic number, as an unsigned
+/// 32-bit value), or -1 with errno set.
+int64_t cdw_file_system_type(const char *path);
 /// getdents64(fd, buffer, count): the next linux_dirent64 records of an open directory; 0 at the
 /// end, -1 with errno set.
 long cdw_getdents64(int fd, void *buffer, unsigned long count);

@@ -97,7 +97,8 @@ final class EventLoop: @unchecked Sendable {
                 _ = inbox.execute { loop in loop.router.backlogDrained(subscription) }
             },
             listDirectory: { path throws(SyscallError) in try Snapshot.read(path, system: system) },
-            listNames: { path, visit throws(SyscallError) in try Snapshot.readNames(path, system: system, visit) })
+            listNames: { path, visit throws(SyscallError) in try Snapshot.readNames(path, system: system, visit) },
+            clock: clock)
         var failure: Int32 = 0
         guard threads.start(.leading, create: { createThread(.leading, failure: &failure) }) else {
             for fd in opened { system.close(fd) }

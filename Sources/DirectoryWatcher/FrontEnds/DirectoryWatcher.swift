@@ -63,10 +63,12 @@ public final class DirectoryWatcher: @unchecked Sendable {
     private final class Session: Sendable {
         let subscription: Subscription
         let lease: LoopLease
+        let backend: BackendChoice
 
-        init(subscription: Subscription, lease: LoopLease) {
+        init(subscription: Subscription, lease: LoopLease, backend: BackendChoice) {
             self.subscription = subscription
             self.lease = lease
+            self.backend = backend
         }
     }
 
@@ -121,6 +123,11 @@ public final class DirectoryWatcher: @unchecked Sendable {
     /// factory) until ``stopMonitoring()``, ``invalidate()``, or the end of its directory.
     public var isMonitoring: Bool { lock.withLock { state == .running } }
 
+    /// The backend the watcher uses and why (see ``Options/backend``): inotify, or polling where
+    /// inotify cannot see. Nil before it starts and while it is stopped; each start chooses
+    /// again.
+    public var backendChoice: BackendChoice? { lock.withLock { session?.backend } }
+
     /// Whether the watcher is paused (``pause()``), until ``resume()`` has handed over the batch
     /// that ends the pause.
     public var isPaused: Bool { lock.withLock { pauseState != .none } }
@@ -133,6 +140,11 @@ public final class DirectoryWatcher: @unchecked Sendable {
         guard !path.isEmpty else { throw DirectoryWatcherError(code: .emptyPath, path: path) }
         if let problem = options.settling?.problem {
             throw DirectoryWatcherError(code: .invalidOption, path: path, detail: problem)
+        }
+        if options.pollingInterval <= .zero {
+            throw DirectoryWatcherError(
+                code: .invalidOption, path: path,
+                detail: "the polling interval must be more than zero, not \(options.pollingInterval)")
         }
         let absolute = try PathResolution(system: loop?.system ?? System()).absolute(path)
         let label = "DirectoryWatcher \(absolute)"
@@ -450,18 +462,60 @@ public final class DirectoryWatcher: @unchecked Sendable {
                 throw error
             }
         }
+        let backend = chooseBackend(for: root, system: lease.loop.system)
+        let polls = backend.kind == .polling
         let settler = options.settling.map {
             Settler(
                 quietPeriod: $0.quietPeriod.nanoseconds, maximumWait: $0.maximumWait.nanoseconds,
-                reportedMask: options.events.inotifyMask, listsRemovedContents: $0.listsRemovedContents)
+                reportedMask: options.events.inotifyMask, listsRemovedContents: $0.listsRemovedContents,
+                followsWriters: !polls)
         }
         let subscription = Subscription(
             root: root, mask: options.events.inotifyMask, entry: entry, target: target,
             keepsSnapshot: options.recovery == .exact, recursive: options.recursive && !watchesFile,
             exclusions: Exclusions(options.excludes), followsLinks: options.followsSymbolicLinks, settler: settler,
-            limit: backlog.limit, strictLimit: backlog.isStrict, acknowledgesLater: backlog.acknowledgesLater)
+            limit: backlog.limit, strictLimit: backlog.isStrict, acknowledgesLater: backlog.acknowledgesLater,
+            pollingInterval: polls ? options.pollingInterval.nanoseconds : nil)
         subscription.receiver = self
-        return Session(subscription: subscription, lease: lease)
+        return Session(subscription: subscription, lease: lease, backend: backend)
+    }
+
+    /// Which backend watches `directory`: what the caller asked for, or for
+    /// ``Backend/automatic`` what its file system allows (``FileSystemKind``).
+    private func chooseBackend(for directory: FileSystemPath, system: System) -> BackendChoice {
+        let interval = options.pollingInterval
+        // Asked of the kernel even when forced: a warning still applies. A directory whose file
+        // system cannot be asked (missing) fails in the subscribe that follows, with its own error.
+        let kind = try? FileSystemKind.of(directory, system: system)
+        let warning =
+            kind?.visibility == .virtual
+            ? "\(directory) is on \(kind!.name), where the kernel's own changes raise no event and no listing shows them"
+            : nil
+        switch options.backend {
+        case .inotify:
+            return BackendChoice(
+                kind: .inotify, interval: nil, fileSystem: kind?.name, reason: "inotify was asked for", warning: warning
+            )
+        case .polling:
+            return BackendChoice(
+                kind: .polling, interval: interval, fileSystem: kind?.name, reason: "polling was asked for",
+                warning: warning)
+        case .automatic:
+            guard let kind else {
+                return BackendChoice(
+                    kind: .inotify, interval: nil, fileSystem: nil, reason: "the file system's type is unknown",
+                    warning: nil)
+            }
+            if kind.visibility == .remote {
+                return BackendChoice(
+                    kind: .polling, interval: interval, fileSystem: kind.name,
+                    reason: "\(directory) is on \(kind.name), whose changes made elsewhere inotify does not see",
+                    warning: nil)
+            }
+            return BackendChoice(
+                kind: .inotify, interval: nil, fileSystem: kind.name,
+                reason: "\(directory) is on \(kind.name), a local file system", warning: warning)
+        }
     }
 
     /// Puts a session on the loop for the start numbered `start`. False when the watcher was
@@ -617,6 +671,7 @@ public final class DirectoryWatcher: @unchecked Sendable {
         let subscription = session.subscription
         return session.lease.loop.submitAndWait { _ in
             if subscription.loop.isEnded { return [] }
+            if let polled = subscription.loop.polled, subscription.recursive { return Array(polled.listings.keys) }
             if let tree = subscription.loop.tree { return tree.descriptors.compactMap { tree.node($0)?.path } }
             return [subscription.root]
         } ?? []
@@ -762,6 +817,15 @@ extension DirectoryWatcher: CustomStringConvertible {
 }
 
 extension Duration {
+    /// The duration in seconds, as a person writes it: `1`, `0.25`.
+    var secondsText: String {
+        let value = Double(nanoseconds) / 1e9
+        if value == value.rounded() { return String(Int(value)) }
+        var text = String(value)
+        while text.hasSuffix("0") { text.removeLast() }
+        return text
+    }
+
     /// Whole nanoseconds, clamped to what a `UInt64` holds (negative: zero).
     var nanoseconds: UInt64 {
         let (seconds, attoseconds) = components

@@ -54,11 +54,23 @@ extension DirectoryWatcher {
         /// delivered as soon as the kernel queue has been read, as the sample's callbacks were.
         public var settling: Settling?
 
+        /// How changes are seen: through inotify, or by polling; ``Backend/automatic`` unless
+        /// told otherwise, which polls where inotify cannot see (network and host-shared file
+        /// systems). See <doc:RemoteAndVirtualFileSystems>.
+        public var backend: Backend
+
+        /// For a polled watcher, the longest wait between two polls: one second unless told
+        /// otherwise. After a poll that found changes the next comes after a quarter of it; each
+        /// quiet poll doubles the wait again, up to this. More than zero.
+        public var pollingInterval: Duration
+
         public init(
             events: Events = .default, delivery: Delivery = .automatic, recovery: Recovery = .exact,
             recursive: Bool = false, excludes: [String] = [], followsSymbolicLinks: Bool = false,
-            settling: Settling? = nil
+            settling: Settling? = nil, backend: Backend = .automatic, pollingInterval: Duration = .seconds(1)
         ) {
+            self.backend = backend
+            self.pollingInterval = pollingInterval
             self.settling = settling
             self.events = events
             self.delivery = delivery
@@ -122,6 +134,51 @@ extension DirectoryWatcher {
                 return "the settling maximum wait (\(maximumWait)) must be at least the quiet period (\(quietPeriod))"
             }
             return nil
+        }
+    }
+
+    /// How a watcher sees changes (``Options/backend``).
+    public enum Backend: Hashable, Sendable {
+        /// The default: inotify, unless the directory is on a file system whose changes inotify
+        /// cannot see (NFS, SMB and CIFS, 9p, Ceph, AFS, Coda, NCP, OCFS2, and FUSE file systems
+        /// other than those known to be local), which is polled. The choice, and why, is in
+        /// ``DirectoryWatcher/backendChoice``.
+        case automatic
+        /// inotify, whatever the file system.
+        case inotify
+        /// Polling every ``Options/pollingInterval`` at most: the directory is listed and compared
+        /// with its last listing. Sees changes made by other machines; costs a `statx` per entry
+        /// per poll, and reports a change up to an interval late.
+        case polling
+    }
+
+    /// The backend a watcher uses, and why (``DirectoryWatcher/backendChoice``).
+    public struct BackendChoice: Hashable, Sendable, CustomStringConvertible {
+        public enum Kind: Hashable, Sendable {
+            case inotify
+            case polling
+        }
+
+        public let kind: Kind
+        /// For polling, the longest wait between two polls; nil for inotify.
+        public let interval: Duration?
+        /// The file system's type, as the kernel names it (`ext4`, `nfs`) or, for FUSE, as the
+        /// mount does (`fuse.sshfs`); its magic number in hex when unknown; nil when it was not
+        /// asked for (a backend forced by the caller).
+        public let fileSystem: String?
+        /// Why, in words: `"/mnt/share is on nfs, whose changes made elsewhere inotify does not see"`.
+        public let reason: String
+        /// What the watcher cannot see, when that matters: on procfs, sysfs and the cgroup file
+        /// systems, the kernel's own changes raise no event, and no listing shows them either.
+        public let warning: String?
+
+        public var description: String {
+            let how: String
+            switch kind {
+            case .inotify: how = "inotify"
+            case .polling: how = "polling" + (interval.map { " every \($0.secondsText) s" } ?? "")
+            }
+            return "\(how): \(reason)" + (warning.map { "; warning: \($0)" } ?? "")
         }
     }
 

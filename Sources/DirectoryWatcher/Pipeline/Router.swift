@@ -27,7 +27,7 @@ final class Router {
     // event routed, about 300 instructions, a tenth of the library's work per change.
 
     @exclusivity(unchecked) var table: WatchTable<Subscription>
-    @exclusivity(unchecked) private var subscriptions: [ObjectIdentifier: Subscription] = [:]
+    @exclusivity(unchecked) var subscriptions: [ObjectIdentifier: Subscription] = [:]
     @exclusivity(unchecked) private var pairing: MovePairing
     @exclusivity(unchecked) private var barrier = BarrierState<BarrierRequest>()
     /// Subscriptions with a batch collected in this wake-up, in the order they got their first change.
@@ -68,7 +68,7 @@ final class Router {
     /// Directories the router has just listed: their own open, read and close of the directory
     /// come back as events on it, which are the router's echo, not a watcher's change.
     @exclusivity(unchecked) private var listingEchoes: Set<Int32> = []
-    private let listDirectory: (FileSystemPath) throws(SyscallError) -> Snapshot
+    let listDirectory: (FileSystemPath) throws(SyscallError) -> Snapshot
     /// Lists a directory's names, inodes and types, calling the given function with each.
     typealias NameLister = (FileSystemPath, (ArraySlice<UInt8>, UInt64, EntryStatus.Kind) -> Void) throws(SyscallError)
         ->
@@ -98,6 +98,11 @@ final class Router {
         return max(wanted, lastLearning + learningSpacing)
     }
     let wallClock: () -> Snapshot.Time
+    /// The loop's monotonic clock, for what happens outside a read or a deadline (a polled
+    /// watcher's first schedule, a barrier's poll).
+    let clock: () -> UInt64
+    /// Polled watchers (``Subscription/pollingInterval``), whose schedules the loop sleeps to.
+    @exclusivity(unchecked) var polled: [Subscription] = []
     /// The clock of file birth times (``System/coarseWallClockNow()``), read before names are
     /// listed to learn inodes.
     let birthClock: () -> Snapshot.Time
@@ -120,8 +125,10 @@ final class Router {
         },
         listNames: @escaping NameLister = { _, _ throws(SyscallError) in },
         wallClock: @escaping () -> Snapshot.Time = System.wallClockNow,
-        birthClock: @escaping () -> Snapshot.Time = System.coarseWallClockNow
+        birthClock: @escaping () -> Snapshot.Time = System.coarseWallClockNow,
+        clock: @escaping () -> UInt64 = System.monotonicNow
     ) {
+        self.clock = clock
         self.birthClock = birthClock
         self.wakeForCatchUp = wakeForCatchUp
         self.listDirectory = listDirectory
@@ -142,6 +149,9 @@ final class Router {
         if !lackingInodes.isEmpty { earliest = min(earliest ?? .max, learningDeadline) }
         for subscription in settling {
             if let due = subscription.loop.settler?.deadline { earliest = min(earliest ?? .max, due) }
+        }
+        for subscription in polled where subscription.loop.pause == nil {
+            if let due = subscription.loop.polled?.schedule.due { earliest = min(earliest ?? .max, due) }
         }
         return earliest
     }
@@ -179,6 +189,7 @@ final class Router {
     func expire(now: UInt64) {
         assert(isOnLoopThread())
         self.now = now
+        if !polled.isEmpty { pollDue() }
         if !settling.isEmpty { releaseSettled() }
         if let deadline = pairing.deadline, now >= deadline {
             pairing.expire(now: now) { handle($0) }
@@ -280,6 +291,14 @@ final class Router {
         assert(isOnLoopThread())
         // Stopped before this task ran: its unsubscribe came first, and would leave it here.
         guard subscription.gate.isOpen else { return .success(nil) }
+        if subscription.pollingInterval != nil {
+            do {
+                try subscribePolled(subscription)
+            } catch {
+                return .failure(error)
+            }
+            return .success(nil)
+        }
         do {
             // A kept snapshot follows every change of name, whatever the watcher selected.
             let names = subscription.keepsSnapshot ? InotifyMask.names : 0
@@ -424,6 +443,17 @@ final class Router {
             return
         }
         guard !pause.isDue else { return }
+        if subscription.loop.polled != nil {
+            // A poll says what changed while paused: nothing was polled meanwhile.
+            subscription.loop.pause = nil
+            var found = poll(subscription, now: clock())
+            for index in found.indices { found[index].whilePaused = true }
+            let ending = found.filter(ChangeTranslation.endsWatch)
+            found.removeAll(where: ChangeTranslation.endsWatch)
+            schedule(subscription.handOverResumed(pause.owed + found))
+            for change in ending { collect(change, for: subscription) }
+            return
+        }
         let descriptors = subscription.loop.descriptors
         let changed = pause.lostEvents || descriptors.contains { pause.touched.contains($0) }
         guard subscription.keepsSnapshot, !subscription.loop.isEnded,
@@ -508,6 +538,11 @@ final class Router {
         assert(isOnLoopThread())
         let request = BarrierRequest(subscription: subscription, completion: completion)
         if subscription.loop.isEnded {
+            complete([request])
+        } else if subscription.loop.polled != nil {
+            // A polled watcher knows of a change once it polls: the barrier polls at once, and
+            // completes behind what that found.
+            if subscription.loop.pause == nil { pollAndCollect(subscription, now: clock()) }
             complete([request])
         } else if barrier.request(request) {
             writeBarrier()
@@ -692,6 +727,10 @@ final class Router {
 
     private func end(_ subscription: Subscription) {
         subscription.loop.isEnded = true
+        if subscription.loop.polled != nil {
+            subscription.loop.polled = nil
+            polled.removeAll { $0 === subscription }
+        }
         for wd in subscription.loop.descriptors { release(wd, for: subscription) }
         subscription.loop.descriptors = []
         subscription.loop.tree = nil
@@ -710,7 +749,9 @@ final class Router {
     }
 
     private func overflowed() {
-        for subscription in subscriptions.values where !subscription.loop.isEnded {
+        // A polled watcher reads nothing of the kernel's queue: it lost nothing.
+        for subscription in subscriptions.values where !subscription.loop.isEnded && subscription.pollingInterval == nil
+        {
             collect(DirectoryChange(kind: .overflow, path: subscription.root, isDirectory: true), for: subscription)
         }
         rescanPending = true
@@ -827,7 +868,7 @@ final class Router {
 
     /// What a watcher is told when its directory could not be listed again: removed when its
     /// path names nothing, else a notice that carries the error.
-    private func failureNotice(_ error: SyscallError, for subscription: Subscription) -> DirectoryChange {
+    func failureNotice(_ error: SyscallError, for subscription: Subscription) -> DirectoryChange {
         let root = subscription.root
         if error.errno == ENOENT || error.errno == ENOTDIR {
             return DirectoryChange(kind: .rootRemoved, path: root, isDirectory: true, foundByRescan: true)
@@ -928,7 +969,7 @@ final class Router {
         dirty.removeAll(keepingCapacity: true)
     }
 
-    private func schedule(_ mailbox: Mailbox?) {
+    func schedule(_ mailbox: Mailbox?) {
         if let mailbox { ready.append(mailbox) }
     }
 

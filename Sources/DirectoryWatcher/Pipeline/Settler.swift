@@ -37,7 +37,15 @@ struct Settler {
     private var firstChange: UInt64 = 0
     private var lastChange: UInt64 = 0
 
-    init(quietPeriod: UInt64, maximumWait: UInt64, reportedMask: UInt32, listsRemovedContents: Bool = false) {
+    /// Whether a write makes a writer that holds the batch until its close: not for a polled
+    /// watcher, which sees no closes (a poll's write only says the file changed).
+    let followsWriters: Bool
+
+    init(
+        quietPeriod: UInt64, maximumWait: UInt64, reportedMask: UInt32, listsRemovedContents: Bool = false,
+        followsWriters: Bool = true
+    ) {
+        self.followsWriters = followsWriters
         self.quietPeriod = quietPeriod
         self.maximumWait = max(maximumWait, quietPeriod)
         self.reportedMask = reportedMask
@@ -104,7 +112,7 @@ struct Settler {
             created.insert(change.path)
         case .opened:
             if created.remove(change.path) != nil { opening.insert(change.path) }
-        case .modified where !change.isDirectory && !change.foundByRescan:
+        case .modified where !change.isDirectory && !change.foundByRescan && followsWriters:
             // (A modification a rescan found says that the file changed while events were lost,
             // not that a writer is at work.)
             writers.insert(change.path)

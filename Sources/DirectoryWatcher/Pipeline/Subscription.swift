@@ -50,6 +50,9 @@ final class Subscription: @unchecked Sendable {
     let exclusions: Exclusions?
     /// A tree follows symbolic links to directories.
     let followsLinks: Bool
+    /// Polled rather than watched through inotify: the longest wait between two polls, in
+    /// nanoseconds (see ``PollSchedule``); nil for inotify.
+    let pollingInterval: UInt64?
     let gate = DeliveryGate()
     /// Receives the batches. Set once, before the subscription reaches the loop.
     weak var receiver: (any ChangeReceiver)?
@@ -92,6 +95,15 @@ final class Subscription: @unchecked Sendable {
         var settler: Settler?
         /// While the watcher is paused: what it had been told, and which directories changed.
         var pause: Pause?
+        /// A polled watcher's listings and schedule.
+        var polled: Polled?
+    }
+
+    /// What a polled watcher keeps: the last listing of each of its directories (every
+    /// directory of its tree, for a recursive one), and when it polls next.
+    struct Polled {
+        var listings: [FileSystemPath: Snapshot]
+        var schedule: PollSchedule
     }
 
     /// A paused watcher (``Router/pause(_:)``): its changes are not collected, and on resuming it
@@ -133,8 +145,10 @@ final class Subscription: @unchecked Sendable {
     init(
         root: FileSystemPath, mask: UInt32, entry: WatchedEntry? = nil, target: Target, keepsSnapshot: Bool = false,
         recursive: Bool = false, exclusions: Exclusions? = nil, followsLinks: Bool = false, settler: Settler? = nil,
-        limit: Int = Subscription.backlogLimit, strictLimit: Bool = false, acknowledgesLater: Bool = false
+        limit: Int = Subscription.backlogLimit, strictLimit: Bool = false, acknowledgesLater: Bool = false,
+        pollingInterval: UInt64? = nil
     ) {
+        self.pollingInterval = pollingInterval
         self.limit = limit
         self.strictLimit = strictLimit
         self.acknowledgesLater = acknowledgesLater

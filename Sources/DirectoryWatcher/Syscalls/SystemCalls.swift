@@ -39,6 +39,8 @@ struct SystemCalls: Sendable {
         @Sendable (
             _ directory: Int32, _ name: UnsafePointer<CChar>, _ status: UnsafeMutablePointer<cdw_entry_status>
         ) -> Int32
+    /// statfs's `f_type` (the file system's magic number), or -1.
+    var fileSystemType: @Sendable (_ path: UnsafePointer<CChar>) -> Int64
 
     /// The kernel's own calls.
     static let live = SystemCalls(
@@ -60,7 +62,8 @@ struct SystemCalls: Sendable {
         openDirectory: { cdw_open_directory($0, $1 ? 1 : 0) },
         openFile: { Glibc.open($0, O_RDONLY | O_CLOEXEC) },
         getdents64: { cdw_getdents64($0, $1, UInt($2)) },
-        entryStatus: { cdw_entry_status_at($0, $1, $2) }
+        entryStatus: { cdw_entry_status_at($0, $1, $2) },
+        fileSystemType: { cdw_file_system_type($0) }
     )
 }
 
@@ -269,6 +272,33 @@ struct System: Sendable {
         let count = bytes.withUnsafeMutableBytes { calls.read(fd, $0.baseAddress!, $0.count) }
         guard count > 0 else { return nil }
         return Int(String(decoding: bytes[..<count].prefix { $0 >= 0x30 && $0 <= 0x39 }, as: UTF8.self))
+    }
+
+    /// The magic number of the file system that holds `path` (`statfs`'s `f_type`).
+    func fileSystemType(_ path: FileSystemPath) throws(SyscallError) -> UInt64 {
+        let type = try path.withCString { pointer throws(SyscallError) in
+            try retrying("statfs") { calls.fileSystemType(pointer) }
+        }
+        return UInt64(type)
+    }
+
+    /// A small file of `/proc` read whole (`mountinfo`), as text; nil when it cannot be read.
+    func readProcFile(_ path: String) -> String? {
+        guard
+            let fd = try? FileSystemPath(path).withCString({ pointer throws(SyscallError) in
+                try retrying("open") { calls.openFile(pointer) }
+            })
+        else { return nil }
+        defer { close(fd) }
+        var contents: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 16 * 1024)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { calls.read(fd, $0.baseAddress!, $0.count) }
+            if count == -1 && Glibc.errno == EINTR { continue }
+            guard count > 0 else { break }
+            contents += chunk[..<count]
+        }
+        return String(decoding: contents, as: UTF8.self)
     }
 
     /// Reads the next records of the directory `fd` into `buffer`; 0 at the end. The

@@ -1,0 +1,138 @@
+/// What inotify can see on a file system, from its type: the kernel's magic number
+/// (`statfs`'s `f_type`) and, for FUSE, the mount's type name (`/proc/self/mountinfo`).
+///
+/// inotify reports what the local kernel does to a file. On a network or host-shared file system,
+/// another machine (or the host of a VM or container) changes files without this kernel knowing:
+/// no event ever comes, and a watcher waits forever. Those are polled. On procfs, sysfs and the
+/// cgroup file systems the kernel's own changes raise no event either, and polling cannot help
+/// much (their files have no meaningful sizes or times): a watcher there is warned.
+struct FileSystemKind: Equatable, Sendable {
+    /// What a watcher should do on it.
+    enum Visibility: Equatable, Sendable {
+        /// inotify sees every change: the local kernel makes them all.
+        case local
+        /// Changes can come from elsewhere (another machine, the host): inotify misses them.
+        case remote
+        /// Neither backend sees the kernel's own changes (procfs, sysfs, cgroups).
+        case virtual
+    }
+
+    /// The magic number (`f_type`).
+    let magic: UInt64
+    /// Its name: the kernel's (`nfs`, `ext4`), or the mount's type for FUSE (`fuse.sshfs`).
+    let name: String
+    let visibility: Visibility
+
+    // The magic numbers of linux/magic.h (and of file systems it leaves out) that matter here.
+    static let nfs: UInt64 = 0x6969
+    static let smb: UInt64 = 0x517B
+    static let smb2: UInt64 = 0xFE53_4D42
+    static let cifs: UInt64 = 0xFF53_4D42
+    static let v9fs: UInt64 = 0x0102_1997
+    static let fuse: UInt64 = 0x6573_5546
+    static let ceph: UInt64 = 0x00C3_6400
+    static let afs: UInt64 = 0x5346_414F
+    static let kafs: UInt64 = 0x6B41_4653
+    static let coda: UInt64 = 0x7375_7245
+    static let ncp: UInt64 = 0x564C
+    static let ocfs2: UInt64 = 0x7461_636F
+    static let procfs: UInt64 = 0x9FA0
+    static let sysfs: UInt64 = 0x6265_6572
+    static let cgroup: UInt64 = 0x0027_E0EB
+    static let cgroup2: UInt64 = 0x6367_7270
+
+    /// File systems whose changes may be made elsewhere, by magic number.
+    private static let remote: [UInt64: String] = [
+        nfs: "nfs", smb: "smb", smb2: "smb2", cifs: "cifs", v9fs: "9p", ceph: "ceph", afs: "afs", kafs: "afs",
+        coda: "coda", ncp: "ncp", ocfs2: "ocfs2",
+    ]
+    /// File systems the kernel fills itself.
+    private static let virtual: [UInt64: String] = [
+        procfs: "proc", sysfs: "sysfs", cgroup: "cgroup", cgroup2: "cgroup2",
+    ]
+    /// FUSE file systems known to be changed only through their mount: a disk's (`fuseblk`,
+    /// ntfs-3g, exfat) and a container's overlay. (Not mirrors of a local directory such as
+    /// bindfs, mergerfs or encfs: a change made in the directory behind them raises no event on
+    /// the mount.)
+    static let localFUSE: Set<String> = ["fuseblk", "fuse.ntfs-3g", "fuse.exfat", "fuse.fuse-overlayfs"]
+    /// A few local types by name, for messages (the rest are shown by number).
+    private static let localNames: [UInt64: String] = [
+        0xEF53: "ext4", 0x5846_5342: "xfs", 0x9123_683E: "btrfs", 0x0102_1994: "tmpfs", 0x794C_7630: "overlay",
+        0x2FC1_2FC1: "zfs", 0x4D44: "vfat", 0xF2F5_2010: "f2fs",
+    ]
+
+    /// The kind of a file system with magic number `magic`; `mountType` is the mount's type as
+    /// `/proc/self/mountinfo` gives it, asked for FUSE only (nil when unknown).
+    static func of(magic: UInt64, mountType: () -> String?) -> FileSystemKind {
+        if let name = remote[magic] { return FileSystemKind(magic: magic, name: name, visibility: .remote) }
+        if let name = virtual[magic] { return FileSystemKind(magic: magic, name: name, visibility: .virtual) }
+        if magic == fuse {
+            // A FUSE mount's own name says what it is: sshfs, rclone, gvfs and the like reach
+            // elsewhere; an unknown one is taken to (a missed change is worse than a poll).
+            let type = mountType() ?? "fuse"
+            return FileSystemKind(magic: magic, name: type, visibility: localFUSE.contains(type) ? .local : .remote)
+        }
+        let name = localNames[magic] ?? "0x" + String(magic, radix: 16)
+        return FileSystemKind(magic: magic, name: name, visibility: .local)
+    }
+}
+
+/// Reads `/proc/self/mountinfo` (proc(5)): which mount a path is on, and its type.
+enum MountTable {
+    /// The type of the mount that holds `path` (absolute, without symbolic links to resolve):
+    /// the mount whose mount point is the longest prefix of it. `mountinfo` is the file's text.
+    static func type(of path: FileSystemPath, in mountinfo: String) -> String? {
+        var best: (length: Int, type: String)?
+        let target = path.bytes
+        for line in mountinfo.split(separator: "\n") {
+            // ID parentID major:minor root mountPoint options [optional fields] - type source super
+            let fields = line.split(separator: " ", omittingEmptySubsequences: false)
+            guard fields.count > 7, let separator = fields.firstIndex(of: "-"), separator + 1 < fields.count else {
+                continue
+            }
+            // A bare "fuse" is a program that named no subtype (bindfs): its source field is
+            // whatever it passed, often a path, so the type stays "fuse", unknown.
+            let type = String(fields[separator + 1])
+            let mountPoint = Array(unescape(fields[4]).utf8)
+            guard isPrefix(mountPoint, of: target), mountPoint.count >= (best?.length ?? -1) else { continue }
+            best = (mountPoint.count, type)
+        }
+        return best?.type
+    }
+
+    /// Whether `prefix` is `path` or one of its ancestors, component-wise.
+    private static func isPrefix(_ prefix: [UInt8], of path: [UInt8]) -> Bool {
+        if prefix == [UInt8(ascii: "/")] { return true }
+        guard path.count >= prefix.count, Array(path[..<prefix.count]) == prefix else { return false }
+        return path.count == prefix.count || path[prefix.count] == UInt8(ascii: "/")
+    }
+
+    /// mountinfo writes space, tab, newline and backslash as three octal digits (`\040`).
+    private static func unescape(_ field: Substring) -> String {
+        var bytes: [UInt8] = []
+        let utf8 = Array(field.utf8)
+        var index = 0
+        while index < utf8.count {
+            if utf8[index] == UInt8(ascii: "\\"), index + 3 < utf8.count,
+                let value = UInt8(String(decoding: utf8[(index + 1)...(index + 3)], as: UTF8.self), radix: 8)
+            {
+                bytes.append(value)
+                index += 4
+            } else {
+                bytes.append(utf8[index])
+                index += 1
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+}
+
+extension FileSystemKind {
+    /// The kind of the file system that holds the directory at `path`, asked of the kernel.
+    static func of(_ path: FileSystemPath, system: System) throws(SyscallError) -> FileSystemKind {
+        let magic = try system.fileSystemType(path)
+        return of(magic: magic) {
+            system.readProcFile("/proc/self/mountinfo").flatMap { MountTable.type(of: path, in: $0) }
+        }
+    }
+}
