@@ -166,7 +166,7 @@ func parseEvents(_ list: String, option: String) throws(UsageError) -> Directory
     return events
 }
 
-public let usage = """
+public let usage = #"""
     usage: dirwatch [options] [PATH...] [-f FILE]... [--exec COMMAND [ARG...]]
 
     Watch each directory PATH, and each FILE, and print their changes, one line each, until
@@ -187,7 +187,8 @@ public let usage = """
                             attributesChanged, moved: what is printed without --event).
                             rootRemoved, rootMoved and overflow are always printed. Not -e: that
                             is --exclude here, unlike inotifywait's -e
-      -j, --json            one JSON object per change and line (kind, path, isDirectory, oldPath)
+      -j, --json            one JSON object per change and line (kind, path, isDirectory, oldPath);
+                            control and bidirectional characters come as \uXXXX escapes
       -e, --exclude GLOB    ignore changes whose name, or path below the watched directory, matches
                             GLOB (fnmatch(3); repeatable)
       -1, --once            exit 0 after the first batch of changes
@@ -214,7 +215,10 @@ public let usage = """
     exit status: 0 interrupted (SIGINT, SIGTERM), --once done, or stdout closed; 1 a watch could
     not be set up; 2 usage error; 3 every watched directory (for a FILE, its directory) was removed
     or moved away.
+    Text output escapes names: \\, \n, \t, \r; other control and bidirectional characters as
+    \u{XXXX}; bytes that are not UTF-8 as \xNN; the > of " ->" in a name as \u{3E}, so that the
+    only " -> " on a line separates a rename's names.
     Colour is used when stdout is a terminal and NO_COLOR is not set.
-    """
+    """#
 
 public let version = "dirwatch 0.1.0 (DirectoryWatcher, inotify + epoll)"

@@ -260,6 +260,36 @@ final class EndToEndTests: XCTestCase {
         XCTAssertEqual(try run.waitForExit(), 0, "SIGTERM ends dirwatch cleanly")
     }
 
+    /// A real file whose name holds a right-to-left override and ` -> `, then renamed to a name
+    /// ending in ` ->`: text and JSON, side by side, show neither raw.
+    func testHostileNamesComeOutEscapedInBothFormats() throws {
+        let text = try Run(Self.binary, [directory.path])
+        let json = try Run(Self.binary, ["--json", directory.path])
+        try text.waitUntilEstablished()
+        try json.waitUntilEstablished()
+        let name = "invoice\u{202E}fdp.exe -> x"
+        touch(path(name))
+        XCTAssertEqual(try text.nextLine(), #"created           \#(path("invoice"))\u{202E}fdp.exe -\u{3E} x"#)
+        let created = try json.nextLine()
+        XCTAssertTrue(created.contains(#"invoice\u202Efdp.exe -> x""#), created)
+        XCTAssertFalse(created.unicodeScalars.contains("\u{202E}"), "no raw override: \(created)")
+        let object = try JSONSerialization.jsonObject(with: Data(created.utf8)) as? [String: Any]
+        XCTAssertEqual(object?["path"] as? String, path(name), "the same name once parsed")
+
+        XCTAssertEqual(rename(path(name), path("y ->")), 0)
+        let renamed = try text.nextLine()
+        XCTAssertEqual(
+            renamed, #"renamed           \#(path("invoice"))\u{202E}fdp.exe -\u{3E} x -> \#(path("y")) -\u{3E}"#)
+        XCTAssertEqual(renamed.components(separatedBy: " -> ").count, 2, "one separator: \(renamed)")
+        XCTAssertEqual(
+            try json.nextJSON(), ["kind": "renamed", "path": path("y ->"), "oldPath": path(name), "isDirectory": false])
+        for run in [text, json] {
+            run.interrupt()
+            XCTAssertEqual(try run.waitForExit(), 0)
+            XCTAssertEqual(run.remainingOutput(), "")
+        }
+    }
+
     func testEverySIGTERMAndSIGINTEndsDirwatch() throws {
         // Twenty starts, each ended by a signal once it has reported a change: a signal that is
         // lost leaves dirwatch running (it did, now and then, with Dispatch's signal sources).
