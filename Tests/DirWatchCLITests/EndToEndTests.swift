@@ -5,7 +5,7 @@ import XCTest
 /// make changes, read its lines. No sleeps: every wait is for a line or for the process to end.
 final class EndToEndTests: XCTestCase {
     /// The `dirwatch` binary that `swift test` built next to the test bundle.
-    private static let binary: URL = {
+    static let binary: URL = {
         var directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
         if directory.lastPathComponent == "MacOS" || directory.pathExtension == "xctest" {
             directory.deleteLastPathComponent()
@@ -379,10 +379,9 @@ final class EndToEndTests: XCTestCase {
         let script = "echo $$ > \"$1\"; exec tail -f /dev/null"
         let run = try Run(Self.binary, [directory.path, "--restart", "--exec", "/bin/sh", "-c", script, "sh", fifo])
         try run.waitUntilEstablished()
-        touch(path("one"))
-        let first = try XCTUnwrap(pid_t(readLine(reader)))
+        let first = try XCTUnwrap(pid_t(readLine(reader)), "the run at start")
         XCTAssertEqual(kill(first, 0), 0, "the first run is going")
-        touch(path("two"))
+        touch(path("one"))
         let second = try XCTUnwrap(pid_t(readLine(reader)))
         XCTAssertNotEqual(first, second)
         XCTAssertEqual(kill(first, 0), -1, "the first run was stopped before the second started")
@@ -430,7 +429,7 @@ final class EndToEndTests: XCTestCase {
 }
 
 /// A running `dirwatch`, its stdout read line by line on another thread.
-private final class Run: @unchecked Sendable {
+final class Run: @unchecked Sendable {
     private let process = Process()
     private let stdout = Pipe()
     private let stderr = Pipe()
@@ -569,7 +568,7 @@ private final class Run: @unchecked Sendable {
 }
 
 /// An integer shared with a timer's queue.
-private final class LockedCount: @unchecked Sendable {
+final class LockedCount: @unchecked Sendable {
     private let lock = NSLock()
     private var total = 0
     var value: Int { lock.withLock { total } }
