@@ -26,6 +26,15 @@ public struct Options: Equatable, Sendable {
     /// The command to run after each batch, as argv; nil runs nothing.
     public var exec: [String]?
     public var restart = false
+    /// With ``exec``: wait for the first change before running the command (`--postpone`); without
+    /// it the command runs once at start, as entr and watchexec do. `--once` implies it.
+    public var postpone = false
+    /// With ``exec``: milliseconds during which changes are gathered into one run, from the first
+    /// one on (`--debounce`); 0 runs as soon as a batch arrives.
+    public var debounceMilliseconds = 50
+    /// With ``exec``: seconds between the SIGTERM that stops a run and the SIGKILL that follows
+    /// when it has not ended (`--grace`).
+    public var grace = 5.0
 
     public init() {}
 }
@@ -42,7 +51,8 @@ public struct UsageError: Error, Equatable, CustomStringConvertible {
 ///
 /// Options and paths mix freely; `--` ends the options; `--exec` takes every argument after it as
 /// the command and its arguments, so it comes last.
-/// The longest --settle or --settle-max taken: a million seconds (eleven days and a half).
+/// The longest --settle, --settle-max, --grace or --debounce taken: a million seconds (eleven days
+/// and a half).
 let maximumSeconds = 1_000_000.0
 
 public func parseArguments(_ arguments: [String]) throws(UsageError) -> Invocation {
@@ -51,6 +61,8 @@ public func parseArguments(_ arguments: [String]) throws(UsageError) -> Invocati
     var optionsEnded = false
     // Nil until the first --event: then only what the lists name, not the defaults as well.
     var events: DirectoryWatcher.Events?
+    // The options that only mean something with --exec, as given, to refuse them without it.
+    var execOnly: [String] = []
 
     func value(for option: String) throws(UsageError) -> String {
         guard index + 1 < arguments.count else { throw UsageError("\(option) needs a value") }
@@ -77,7 +89,9 @@ public func parseArguments(_ arguments: [String]) throws(UsageError) -> Invocati
             return try value(for: name)
         }
         if inlineValue != nil
-            && !["--exclude", "--settle", "--settle-max", "--file", "--event", "--events"].contains(name)
+            && ![
+                "--exclude", "--settle", "--settle-max", "--file", "--event", "--events", "--debounce", "--grace",
+            ].contains(name)
         {
             throw UsageError("\(name) takes no value")
         }
@@ -88,7 +102,27 @@ public func parseArguments(_ arguments: [String]) throws(UsageError) -> Invocati
         case "-j", "--json": options.json = true
         case "-r", "--recursive": options.recursive = true
         case "-1", "--once": options.once = true
-        case "--restart": options.restart = true
+        case "--restart":
+            options.restart = true
+            execOnly.append(name)
+        case "-p", "--postpone":
+            options.postpone = true
+            execOnly.append(name)
+        case "--debounce":
+            let text = try optionValue()
+            let maximum = Int(maximumSeconds) * 1000
+            guard let milliseconds = Int(text), milliseconds >= 0, milliseconds <= maximum else {
+                throw UsageError("--debounce takes a whole number of milliseconds from 0 to \(maximum), not '\(text)'")
+            }
+            options.debounceMilliseconds = milliseconds
+            execOnly.append(name)
+        case "--grace":
+            let text = try optionValue()
+            guard let seconds = Double(text), seconds.isFinite, seconds >= 0, seconds <= maximumSeconds else {
+                throw UsageError("--grace takes a number of seconds from 0 to \(Int(maximumSeconds)), not '\(text)'")
+            }
+            options.grace = seconds
+            execOnly.append(name)
         case "-e", "--exclude":
             let pattern = try optionValue()
             guard !pattern.isEmpty else { throw UsageError("--exclude needs a non-empty pattern") }
@@ -120,7 +154,7 @@ public func parseArguments(_ arguments: [String]) throws(UsageError) -> Invocati
     if options.paths.contains(where: \.isEmpty) {
         throw UsageError("an empty path is not a directory; use . for the current one")
     }
-    if options.restart && options.exec == nil { throw UsageError("--restart goes with --exec") }
+    if let option = execOnly.first, options.exec == nil { throw UsageError("\(option) goes with --exec") }
     if let maximum = options.settleMax {
         guard let settle = options.settle else { throw UsageError("--settle-max goes with --settle") }
         guard maximum >= settle else {
@@ -166,7 +200,7 @@ func parseEvents(_ list: String, option: String) throws(UsageError) -> Directory
     return events
 }
 
-public let usage = """
+public let usage = #"""
     usage: dirwatch [options] [PATH...] [-f FILE]... [--exec COMMAND [ARG...]]
 
     Watch each directory PATH, and each FILE, and print their changes, one line each, until
@@ -187,16 +221,30 @@ public let usage = """
                             attributesChanged, moved: what is printed without --event).
                             rootRemoved, rootMoved and overflow are always printed. Not -e: that
                             is --exclude here, unlike inotifywait's -e
-      -j, --json            one JSON object per change and line (kind, path, isDirectory, oldPath)
+      -j, --json            one JSON object per change and line (kind, path, isDirectory, oldPath);
+                            control and bidirectional characters come as \uXXXX escapes
       -e, --exclude GLOB    ignore changes whose name, or path below the watched directory, matches
                             GLOB (fnmatch(3); repeatable)
-      -1, --once            exit 0 after the first batch of changes
+      -1, --once            exit 0 after the first batch of changes; with --exec, once the command
+                            has run for it (not at start), with the command's status
       -x, --exec CMD [ARG...]
-                            run CMD with ARGs after each batch (never through a shell; runs never
-                            overlap); it gets the batch as JSON lines on stdin and the changed paths,
-                            one per line, in DIRWATCH_PATHS. Must come last.
+                            run CMD with ARGs once at start, then after each batch of changes
+                            (never through a shell; runs never overlap, each in a process group
+                            of its own). A run gets its batch in full as JSON lines on stdin
+                            (nothing at start); DIRWATCH_COUNT, how many paths it has; and
+                            DIRWATCH_PATHS, the paths, each once, one per line, when they fit
+                            (128 KiB; unset otherwise: read stdin). Must come last. A command
+                            that writes into a watched directory runs itself again: --exclude
+                            what it writes
+      -p, --postpone        with --exec: no run at start; wait for the first change
+          --debounce MILLISECONDS
+                            with --exec: one run for the changes of MILLISECONDS from the first
+                            (default 50; 0 runs as soon as a batch arrives)
           --restart         with --exec: stop a run still going (SIGTERM to its process group)
                             and start again, as entr -r does
+          --grace SECONDS   with --exec: a run being stopped (--restart, SIGINT, SIGTERM) gets
+                            SIGKILL SECONDS after SIGTERM (default 5; 0: at once); a second
+                            SIGINT or SIGTERM kills it at once
       -r, --recursive       watch every directory below each PATH too, as they come and go
                             (symbolic links are not followed; --exclude filters what is printed,
                             excluded directories are still watched)
@@ -213,8 +261,12 @@ public let usage = """
 
     exit status: 0 interrupted (SIGINT, SIGTERM), --once done, or stdout closed; 1 a watch could
     not be set up; 2 usage error; 3 every watched directory (for a FILE, its directory) was removed
-    or moved away.
+    or moved away; 4 interrupted, and the --exec command had to be killed (SIGKILL: it outlived
+    --grace, or a second signal came); with --once --exec, the command's status.
+    Text output escapes names: \\, \n, \t, \r; other control and bidirectional characters as
+    \u{XXXX}; bytes that are not UTF-8 as \xNN; the > of " ->" in a name as \u{3E}, so that the
+    only " -> " on a line separates a rename's names.
     Colour is used when stdout is a terminal and NO_COLOR is not set.
-    """
+    """#
 
 public let version = "dirwatch 0.1.0 (DirectoryWatcher, inotify + epoll)"

@@ -3,28 +3,28 @@ import DirectoryWatcher
 import Dispatch
 import Glibc
 
-/// Runs `--exec`'s command after each batch: argv as given, never through a shell, one run at a
-/// time. Changes that arrive during a run are kept for the next one; with `restart`, a run still
-/// going is stopped first (SIGTERM to its process group, as `entr -r` does).
+/// Runs `--exec`'s command: argv as given, never through a shell, in a process group of its own.
+/// When to run, with what, and when to stop a run is ``ExecController``'s call; this does the
+/// system calls, on one queue.
 ///
-/// Each run gets the batch as JSON lines on stdin and the changed paths, one per line and escaped
-/// as in the text output, in `DIRWATCH_PATHS`.
-final class CommandRunner: @unchecked Sendable {
+/// Each run gets its batch in full as JSON lines on stdin, and its paths in the environment
+/// (``ExecEnvironment``) when they fit there.
+final class CommandRunner: ExecHost, @unchecked Sendable {
     private let argv: [String]
-    private let restart: Bool
     private let queue = DispatchQueue(label: "dirwatch.exec")
-    /// Called on the runner's queue when a run ends, with its exit status (128 + signal if killed).
     private let finished: @Sendable (Int32) -> Void
+    private var controller: ExecController!
 
     // On `queue`.
-    private var running: pid_t?
-    private var stopping = false
-    private var pending: [DirectoryChange] = []
+    private var feeders: [pid_t: StdinFeeder] = [:]
+    private var whenStopped: (@Sendable (Bool) -> Void)?
 
-    init(argv: [String], restart: Bool, finished: @escaping @Sendable (Int32) -> Void) {
+    /// `finished` is called with `once` when the one run has ended, with its exit status (128 +
+    /// signal when a signal ended it).
+    init(argv: [String], configuration: ExecController.Configuration, finished: @escaping @Sendable (Int32) -> Void) {
         self.argv = argv
-        self.restart = restart
         self.finished = finished
+        controller = ExecController(configuration: configuration, host: self, scheduler: QueueScheduler(queue: queue))
     }
 
     /// Where `program` would be found: itself when it names a path, else the first executable
@@ -43,66 +43,82 @@ final class CommandRunner: @unchecked Sendable {
         return nil
     }
 
+    /// Once the watches are in place.
+    func start() {
+        queue.async { [self] in controller.start() }
+    }
+
     func submit(_ changes: [DirectoryChange]) {
+        queue.async { [self] in controller.submit(changes) }
+    }
+
+    /// Stops the run that goes, if any, then calls `completion` (on the runner's queue) with
+    /// whether it had to be killed. Called again meanwhile, it kills the run at once; the first
+    /// completion stands.
+    func stop(_ completion: @escaping @Sendable (Bool) -> Void) {
         queue.async { [self] in
-            pending += changes
-            if let running {
-                if restart && !stopping {
-                    stopping = true
-                    kill(-running, SIGTERM)
-                }
-            } else {
-                startNext()
-            }
+            if whenStopped == nil { whenStopped = completion }
+            controller.stop()
         }
     }
 
-    /// Stops a run in progress and waits for it to end.
-    func terminate() {
-        let pid: pid_t? = queue.sync {
-            pending = []
-            return running
-        }
-        guard let pid else { return }
-        kill(-pid, SIGTERM)
-        var status: Int32 = 0
-        _ = waitpid(pid, &status, 0)
+    // MARK: ExecHost, on `queue`
+
+    func stopped(killed: Bool) {
+        whenStopped?(killed)
     }
 
-    private func startNext() {
-        guard !pending.isEmpty else { return }
-        let batch = pending
-        pending = []
+    func onceFinished(status: Int32) {
+        finished(status)
+    }
+
+    func signal(_ pid: pid_t, _ signal: Int32) {
+        // The pid is not reaped until `exited` runs on this queue, so the group is still this run's.
+        _ = kill(-pid, signal)
+    }
+
+    func launch(_ batch: ExecBatch) -> pid_t? {
         var input: [UInt8] = []
-        var paths: [UInt8] = []
-        for change in batch {
-            ChangeFormat.json(change, into: &input)
-            if !paths.isEmpty { paths.append(UInt8(ascii: "\n")) }
-            Escaping.text(change.path, into: &paths)
+        for change in batch.changes { ChangeFormat.json(change, into: &input) }
+        var inherited: [String] = []
+        var entry = cdw_environ()
+        while let current = entry, let pointer = current.pointee {
+            inherited.append(String(cString: pointer))
+            entry = current + 1
         }
-        switch spawn(environment: ["DIRWATCH_PATHS=" + String(decoding: paths, as: UTF8.self)], input: input) {
-        case .success(let pid):
-            running = pid
-            DispatchQueue.global().async { [self] in
-                var status: Int32 = 0
-                while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
-                let code = (status & 0x7F) == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
-                queue.async { [self] in
-                    running = nil
-                    stopping = false
-                    finished(code)
-                    startNext()
-                }
-            }
+        let environment = ExecEnvironment.variables(
+            inherited: inherited, argv: argv, paths: batch.paths, totalLimit: ExecEnvironment.totalLimit)
+        switch spawn(environment: environment) {
+        case .success(let (pid, stdin)):
+            feeders[pid] = StdinFeeder(fd: stdin, bytes: input, queue: queue)
+            waitForExit(pid)
+            return pid
         case .failure(let error):
             writeError("dirwatch: cannot run '\(argv[0])': \(String(cString: strerror(error.code)))\n")
-            finished(127)
+            return nil
+        }
+    }
+
+    /// Waits on another thread until `pid` has ended, without reaping it (WNOWAIT): it is reaped
+    /// on the queue, so that until the controller knows, its pid and group cannot be reused.
+    private func waitForExit(_ pid: pid_t) {
+        DispatchQueue.global().async { [self] in
+            var info = siginfo_t()
+            while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) == -1 && errno == EINTR {}
+            queue.async { [self] in
+                var status: Int32 = 0
+                while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+                feeders.removeValue(forKey: pid)?.close()
+                let code = (status & 0x7F) == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
+                controller.exited(pid, status: code)
+            }
         }
     }
 
     /// posix_spawnp in a new process group with default signal handling (dirwatch ignores SIGPIPE,
-    /// and ignored signals would otherwise be inherited), stdin from a pipe fed with `input`.
-    private func spawn(environment extra: [String], input: [UInt8]) -> Result<pid_t, SpawnError> {
+    /// and ignored signals would otherwise be inherited), stdin from a pipe whose write end is
+    /// returned.
+    private func spawn(environment: [String]) -> Result<(pid_t, Int32), SpawnError> {
         var pipeFDs: [Int32] = [-1, -1]
         guard pipe(&pipeFDs) == 0 else { return .failure(SpawnError(code: errno)) }
         // Only the child's stdin (a dup2 copy, which does not inherit the flag) may outlive exec.
@@ -124,15 +140,6 @@ final class CommandRunner: @unchecked Sendable {
         posix_spawnattr_setflags(
             &attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
 
-        var environment: [String] = []
-        var entry = cdw_environ()
-        while let current = entry, let pointer = current.pointee {
-            let variable = String(cString: pointer)
-            if !variable.hasPrefix("DIRWATCH_PATHS=") { environment.append(variable) }
-            entry = current + 1
-        }
-        environment += extra
-
         var pid: pid_t = 0
         let result = withCStrings(argv) { argvPointers in
             withCStrings(environment) { environmentPointers in
@@ -144,13 +151,99 @@ final class CommandRunner: @unchecked Sendable {
             close(pipeFDs[1])
             return .failure(SpawnError(code: result))
         }
-        // Feed stdin from another thread: a command that never reads it must not block dirwatch.
-        let writeEnd = pipeFDs[1]
-        DispatchQueue.global().async {
-            _ = writeAll(writeEnd, input)
-            close(writeEnd)
+        return .success((pid, pipeFDs[1]))
+    }
+}
+
+/// The environment of a run: dirwatch's own, with `DIRWATCH_COUNT` (how many paths the batch
+/// has) and, when it fits, `DIRWATCH_PATHS` (them, one per line, escaped as the text output
+/// escapes them). Inherited values of either are dropped.
+///
+/// It fits when `DIRWATCH_PATHS=…` is under the kernel's limit for one string (MAX_ARG_STRLEN,
+/// 128 KiB with its NUL; past it execve fails with E2BIG) and argv and the environment, it
+/// included, take at most ``totalLimit``. Otherwise it is unset: the batch is on stdin in full.
+enum ExecEnvironment {
+    static let stringLimit = 128 * 1024
+
+    /// Half of ARG_MAX (the room execve has for argv and the environment, strings and pointers),
+    /// so that what the command runs in turn, with the same environment, still has room.
+    static let totalLimit = max(Int(sysconf(Int32(_SC_ARG_MAX))), 2 * stringLimit) / 2
+
+    static func variables(inherited: [String], argv: [String], paths: [FileSystemPath], totalLimit: Int) -> [String] {
+        var environment = inherited.filter { !$0.hasPrefix("DIRWATCH_PATHS=") && !$0.hasPrefix("DIRWATCH_COUNT=") }
+        environment.append("DIRWATCH_COUNT=\(paths.count)")
+        var variable = Array("DIRWATCH_PATHS=".utf8)
+        for (index, path) in paths.enumerated() {
+            if index > 0 { variable.append(UInt8(ascii: "\n")) }
+            Escaping.text(path, into: &variable)
+            if variable.count >= stringLimit { return environment }
         }
-        return .success(pid)
+        // Each string with its NUL, and a pointer to it.
+        let size = (argv + environment).reduce(variable.count + 1 + 8) { $0 + $1.utf8.count + 1 + 8 }
+        if size <= totalLimit { environment.append(String(decoding: variable, as: UTF8.self)) }
+        return environment
+    }
+}
+
+/// Feeds a run's stdin without ever blocking the runner: the pipe's write end is non-blocking and
+/// written whenever it has room, so a command that never reads its stdin holds up nothing (a
+/// pipe takes 64 KiB; a batch can be megabytes). A command that closes its stdin ends the feed
+/// (EPIPE: dirwatch ignores SIGPIPE). On the runner's queue.
+private final class StdinFeeder {
+    private let fd: Int32
+    private let bytes: [UInt8]
+    private var offset = 0
+    private var source: DispatchSourceWrite?
+    private var isClosed = false
+
+    init(fd: Int32, bytes: [UInt8], queue: DispatchQueue) {
+        self.fd = fd
+        self.bytes = bytes
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+        guard writeSome() else {
+            close()
+            return
+        }
+        let source = DispatchSource.makeWriteSource(fileDescriptor: fd, queue: queue)
+        source.setEventHandler { [weak self] in
+            guard let self, !writeSome() else { return }
+            close()
+        }
+        // The descriptor is closed only once the source lets go of it.
+        source.setCancelHandler { [fd] in _ = Glibc.close(fd) }
+        self.source = source
+        source.resume()
+    }
+
+    /// Writes what the pipe takes; true while there is more to write and the pipe is open.
+    private func writeSome() -> Bool {
+        while offset < bytes.count {
+            let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
+            if written > 0 {
+                offset += written
+            } else if written < 0 && errno == EINTR {
+                continue
+            } else {
+                return written < 0 && errno == EAGAIN
+            }
+        }
+        return false
+    }
+
+    /// Ends the feed, written or not: the whole batch, EPIPE, or the run's end.
+    func close() {
+        guard !isClosed else { return }
+        isClosed = true
+        if let source { source.cancel() } else { _ = Glibc.close(fd) }
+    }
+}
+
+/// ``ExecScheduler`` on a Dispatch queue.
+struct QueueScheduler: ExecScheduler {
+    let queue: DispatchQueue
+
+    func after(_ seconds: Double, _ work: @escaping @Sendable () -> Void) {
+        queue.asyncAfter(deadline: .now() + seconds, execute: work)
     }
 }
 

@@ -10,6 +10,9 @@ public enum DirWatch {
         public static let watchFailed: Int32 = 1
         public static let usage: Int32 = 2
         public static let rootsGone: Int32 = 3
+        /// Interrupted, and the `--exec` command had to be killed (SIGKILL) to stop: it outlived
+        /// the grace period, or a second signal came.
+        public static let commandKilled: Int32 = 4
     }
 
     public static func main(_ arguments: [String]) -> Never {
@@ -48,6 +51,7 @@ public enum DirWatch {
         pthread_sigmask(SIG_BLOCK, &interrupts, nil)
         let session = Session(options: options)
         session.start()
+        // With --exec, a stop may take the command's grace period: a second signal cuts it short.
         while true {
             var received: Int32 = 0
             if sigwait(&interrupts, &received) == 0 { session.interrupted() }
@@ -91,10 +95,10 @@ private final class Session: DirectoryWatcherDelegate, @unchecked Sendable {
 
     func start() {
         if let argv = options.exec {
-            let once = options.once
-            runner = CommandRunner(argv: argv, restart: options.restart) { status in
-                if once { exit(status) }
-            }
+            let configuration = ExecController.Configuration(
+                restart: options.restart, postpone: options.postpone, once: options.once,
+                debounce: Double(options.debounceMilliseconds) / 1000, grace: options.grace)
+            runner = CommandRunner(argv: argv, configuration: configuration) { status in exit(status) }
         }
         // The library applies the excludes: in a tree, an excluded directory is never watched.
         let settling = options.settle.map { seconds in
@@ -130,8 +134,12 @@ private final class Session: DirectoryWatcherDelegate, @unchecked Sendable {
             state.roots = watchers.count
             return state.rootsGone >= watchers.count
         }
-        if allGone { finish(status: DirWatch.ExitCode.rootsGone) }
+        if allGone {
+            finish(status: DirWatch.ExitCode.rootsGone)
+            return
+        }
         writeError("Watches established.\n")
+        runner?.start()
     }
 
     /// A watch, to leave out the same one asked for twice. (A directory watched as a file, with
@@ -148,19 +156,19 @@ private final class Session: DirectoryWatcherDelegate, @unchecked Sendable {
     }
 
     /// SIGINT, SIGTERM, taken by the main thread: lets the batch being written finish, stops a
-    /// running command, exits with status 0.
-    func interrupted() -> Never {
-        stop(status: DirWatch.ExitCode.success)
+    /// running command, exits with status 0 (4 when the command had to be killed). Another
+    /// signal while the command is being stopped kills it at once.
+    func interrupted() {
+        finish(status: DirWatch.ExitCode.success)
     }
 
-    private func stop(status: Int32) -> Never {
+    /// Writes nothing more and exits with `status`, once a running command has been stopped.
+    private func finish(status: Int32) {
         state.withLock { $0.stopping = true }
-        finish(status: status)
-    }
-
-    private func finish(status: Int32) -> Never {
-        runner?.terminate()
-        exit(status)
+        guard let runner else { exit(status) }
+        runner.stop { killed in
+            exit(killed && status == DirWatch.ExitCode.success ? DirWatch.ExitCode.commandKilled : status)
+        }
     }
 
     func directoryDidChange(_ watcher: DirectoryWatcher) {}

@@ -4,10 +4,15 @@ import DirectoryWatcher
 enum Escaping {
     /// A path for the terminal: printable UTF-8 as is; `\` as `\\`; `\n`, `\t`, `\r`; other control
     /// characters, Unicode line separators and bidirectional overrides as `\u{XXXX}`; bytes that
-    /// are not UTF-8 as `\xNN`. Unambiguous: every backslash in the output starts an escape.
+    /// are not UTF-8 as `\xNN`; the `>` of ` ->` as `\u{3E}`, so that the only ` -> ` on a line is
+    /// a rename's separator (a name ending in ` ->` would make a second one with it). Unambiguous:
+    /// every backslash in the output starts an escape.
     static func text(_ path: FileSystemPath, into output: inout [UInt8]) {
         let bytes = path.bytes
-        if bytes.allSatisfy({ $0 >= 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "\\") }) {
+        // A `>` goes the slow way, which looks at the bytes before it: rare in names.
+        if bytes.allSatisfy({
+            $0 >= 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "\\") && $0 != UInt8(ascii: ">")
+        }) {
             output += bytes
             return
         }
@@ -21,6 +26,9 @@ enum Escaping {
                 case UInt8(ascii: "\t"): output += Array(#"\t"#.utf8)
                 case UInt8(ascii: "\r"): output += Array(#"\r"#.utf8)
                 case 0..<0x20, 0x7F: output += Array("\\u{\(hex(UInt32(byte), width: 2))}".utf8)
+                case UInt8(ascii: ">")
+                where index >= 2 && bytes[index - 1] == UInt8(ascii: "-") && bytes[index - 2] == UInt8(ascii: " "):
+                    output += Array(#"\u{3E}"#.utf8)
                 default: output.append(byte)
                 }
                 index += 1
@@ -40,8 +48,11 @@ enum Escaping {
         }
     }
 
-    /// A JSON string literal (with quotes) for `text`: `"` and `\` escaped, control characters and
-    /// U+2028/U+2029 as `\uXXXX` (so the line stays one line and valid JavaScript too).
+    /// A JSON string literal (with quotes) for `text`: `"` and `\` escaped; control characters
+    /// (C0, DEL, C1), U+2028/U+2029 and the bidirectional controls (U+061C, U+200E, U+200F,
+    /// U+202A–U+202E, U+2066–U+2069) as `\uXXXX`. Still the same string once parsed, but a
+    /// consumer that prints it raw cannot be made to break the line (U+2028 is a line break in
+    /// JavaScript) or show a name reordered (`exe.txt` shown as `txt.exe`).
     static func jsonString(_ text: String, into output: inout [UInt8]) {
         output.append(UInt8(ascii: "\""))
         let bytes = Array(text.utf8)
@@ -54,11 +65,21 @@ enum Escaping {
             case UInt8(ascii: "\n"): output += Array(#"\n"#.utf8)
             case UInt8(ascii: "\t"): output += Array(#"\t"#.utf8)
             case UInt8(ascii: "\r"): output += Array(#"\r"#.utf8)
-            case 0..<0x20: output += Array("\\u\(hex(UInt32(byte), width: 4))".utf8)
-            case 0xE2 where index + 2 < bytes.count && bytes[index + 1] == 0x80 && (bytes[index + 2] & 0xFE) == 0xA8:
-                // U+2028 LINE SEPARATOR, U+2029 PARAGRAPH SEPARATOR: legal in JSON, line breaks elsewhere.
-                output += Array((bytes[index + 2] == 0xA8 ? #"\u2028"# : #"\u2029"#).utf8)
-                index += 2
+            case 0..<0x20, 0x7F: output += Array("\\u\(hex(UInt32(byte), width: 4))".utf8)
+            case 0xC2, 0xD8, 0xE2:
+                // The lead bytes of every escaped scalar above U+007F: `text` is valid UTF-8, so
+                // the scalar is decoded from its two or three bytes without checks.
+                let length = byte == 0xE2 ? 3 : 2
+                var value = UInt32(byte & (length == 3 ? 0x0F : 0x1F))
+                for continuation in bytes[index + 1..<index + length] {
+                    value = value << 6 | UInt32(continuation & 0x3F)
+                }
+                if let scalar = Unicode.Scalar(value), isUnsafeForTerminal(scalar) {
+                    output += Array("\\u\(hex(value, width: 4))".utf8)
+                } else {
+                    output += bytes[index..<index + length]
+                }
+                index += length - 1
             default: output.append(byte)
             }
             index += 1
@@ -99,7 +120,7 @@ enum Escaping {
     }
 
     /// Scalars that could reorder or break what a terminal shows: C1 controls, line and paragraph
-    /// separators, bidirectional embeddings, overrides and isolates.
+    /// separators, bidirectional embeddings, overrides and isolates. Both formats escape them.
     private static func isUnsafeForTerminal(_ scalar: Unicode.Scalar) -> Bool {
         switch scalar.value {
         case 0x80...0x9F, 0x2028, 0x2029, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069, 0x061C: return true

@@ -37,6 +37,20 @@ final class ArgumentTests: XCTestCase {
         XCTAssertFalse(parsed.json, "options after --exec belong to the command")
     }
 
+    func testExecTimingOptions() throws {
+        let defaults = try options([".", "--exec", "make"])
+        XCTAssertFalse(defaults.postpone, "the command runs at start")
+        XCTAssertEqual(defaults.debounceMilliseconds, 50)
+        XCTAssertEqual(defaults.grace, 5)
+        let parsed = try options(["-p", "--debounce", "0", "--grace=0.2", ".", "--exec", "make"])
+        XCTAssertTrue(parsed.postpone)
+        XCTAssertEqual(parsed.debounceMilliseconds, 0)
+        XCTAssertEqual(parsed.grace, 0.2)
+        XCTAssertTrue(try options(["--postpone", "--debounce=250", ".", "-x", "make"]).postpone)
+        XCTAssertEqual(try options(["--debounce=250", ".", "-x", "make"]).debounceMilliseconds, 250)
+        XCTAssertEqual(try options(["--grace", "0", ".", "-x", "make"]).grace, 0, "0: SIGKILL at once")
+    }
+
     func testDoubleDashEndsOptions() throws {
         XCTAssertEqual(try options(["--", "-weird-dir", "--json"]).paths, ["-weird-dir", "--json"])
     }
@@ -117,6 +131,30 @@ final class ArgumentTests: XCTestCase {
             (["--settle", "2", "--settle-max", "1", "."], "--settle-max (1.0) must be at least --settle (2.0)"),
             ([".", "--exec"], "--exec needs a command"),
             (["--restart", "."], "--restart goes with --exec"),
+            (["-p", "."], "-p goes with --exec"),
+            (["--postpone", "."], "--postpone goes with --exec"),
+            (["--debounce", "100", "."], "--debounce goes with --exec"),
+            (["--grace=1", "."], "--grace goes with --exec"),
+            (["--postpone=yes", "."], "--postpone takes no value"),
+            (["--debounce"], "--debounce needs a value"),
+            (
+                ["--debounce", "0.5", ".", "-x", "make"],
+                "--debounce takes a whole number of milliseconds from 0 to 1000000000, not '0.5'"
+            ),
+            (
+                ["--debounce", "-1", ".", "-x", "make"],
+                "--debounce takes a whole number of milliseconds from 0 to 1000000000, not '-1'"
+            ),
+            (
+                ["--debounce=", ".", "-x", "make"],
+                "--debounce takes a whole number of milliseconds from 0 to 1000000000, not ''"
+            ),
+            (
+                ["--grace", "soon", ".", "-x", "make"],
+                "--grace takes a number of seconds from 0 to 1000000, not 'soon'"
+            ),
+            (["--grace", "-1", ".", "-x", "make"], "--grace takes a number of seconds from 0 to 1000000, not '-1'"),
+            (["--grace", "inf", ".", "-x", "make"], "--grace takes a number of seconds from 0 to 1000000, not 'inf'"),
             ([""], "an empty path is not a directory; use . for the current one"),
             (["--json=yes", "."], "--json takes no value"),
             (["--file"], "--file needs a value"),

@@ -5,7 +5,7 @@ import XCTest
 /// make changes, read its lines. No sleeps: every wait is for a line or for the process to end.
 final class EndToEndTests: XCTestCase {
     /// The `dirwatch` binary that `swift test` built next to the test bundle.
-    private static let binary: URL = {
+    static let binary: URL = {
         var directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
         if directory.lastPathComponent == "MacOS" || directory.pathExtension == "xctest" {
             directory.deleteLastPathComponent()
@@ -260,6 +260,36 @@ final class EndToEndTests: XCTestCase {
         XCTAssertEqual(try run.waitForExit(), 0, "SIGTERM ends dirwatch cleanly")
     }
 
+    /// A real file whose name holds a right-to-left override and ` -> `, then renamed to a name
+    /// ending in ` ->`: text and JSON, side by side, show neither raw.
+    func testHostileNamesComeOutEscapedInBothFormats() throws {
+        let text = try Run(Self.binary, [directory.path])
+        let json = try Run(Self.binary, ["--json", directory.path])
+        try text.waitUntilEstablished()
+        try json.waitUntilEstablished()
+        let name = "invoice\u{202E}fdp.exe -> x"
+        touch(path(name))
+        XCTAssertEqual(try text.nextLine(), #"created           \#(path("invoice"))\u{202E}fdp.exe -\u{3E} x"#)
+        let created = try json.nextLine()
+        XCTAssertTrue(created.contains(#"invoice\u202Efdp.exe -> x""#), created)
+        XCTAssertFalse(created.unicodeScalars.contains("\u{202E}"), "no raw override: \(created)")
+        let object = try JSONSerialization.jsonObject(with: Data(created.utf8)) as? [String: Any]
+        XCTAssertEqual(object?["path"] as? String, path(name), "the same name once parsed")
+
+        XCTAssertEqual(rename(path(name), path("y ->")), 0)
+        let renamed = try text.nextLine()
+        XCTAssertEqual(
+            renamed, #"renamed           \#(path("invoice"))\u{202E}fdp.exe -\u{3E} x -> \#(path("y")) -\u{3E}"#)
+        XCTAssertEqual(renamed.components(separatedBy: " -> ").count, 2, "one separator: \(renamed)")
+        XCTAssertEqual(
+            try json.nextJSON(), ["kind": "renamed", "path": path("y ->"), "oldPath": path(name), "isDirectory": false])
+        for run in [text, json] {
+            run.interrupt()
+            XCTAssertEqual(try run.waitForExit(), 0)
+            XCTAssertEqual(run.remainingOutput(), "")
+        }
+    }
+
     func testEverySIGTERMAndSIGINTEndsDirwatch() throws {
         // Twenty starts, each ended by a signal once it has reported a change: a signal that is
         // lost leaves dirwatch running (it did, now and then, with Dispatch's signal sources).
@@ -349,10 +379,9 @@ final class EndToEndTests: XCTestCase {
         let script = "echo $$ > \"$1\"; exec tail -f /dev/null"
         let run = try Run(Self.binary, [directory.path, "--restart", "--exec", "/bin/sh", "-c", script, "sh", fifo])
         try run.waitUntilEstablished()
-        touch(path("one"))
-        let first = try XCTUnwrap(pid_t(readLine(reader)))
+        let first = try XCTUnwrap(pid_t(readLine(reader)), "the run at start")
         XCTAssertEqual(kill(first, 0), 0, "the first run is going")
-        touch(path("two"))
+        touch(path("one"))
         let second = try XCTUnwrap(pid_t(readLine(reader)))
         XCTAssertNotEqual(first, second)
         XCTAssertEqual(kill(first, 0), -1, "the first run was stopped before the second started")
@@ -400,7 +429,7 @@ final class EndToEndTests: XCTestCase {
 }
 
 /// A running `dirwatch`, its stdout read line by line on another thread.
-private final class Run: @unchecked Sendable {
+final class Run: @unchecked Sendable {
     private let process = Process()
     private let stdout = Pipe()
     private let stderr = Pipe()
@@ -539,7 +568,7 @@ private final class Run: @unchecked Sendable {
 }
 
 /// An integer shared with a timer's queue.
-private final class LockedCount: @unchecked Sendable {
+final class LockedCount: @unchecked Sendable {
     private let lock = NSLock()
     private var total = 0
     var value: Int { lock.withLock { total } }

@@ -98,6 +98,48 @@ final class FormatTests: XCTestCase {
         }
     }
 
+    /// DEL, C1 controls and the bidirectional controls are valid in JSON, but a consumer that
+    /// prints the path would pass them to its terminal: they come as `\uXXXX`, and parse back to
+    /// the same name. Their neighbours in UTF-8 (same lead bytes) are left as they are.
+    func testJSONEscapesDELC1AndBidiControls() throws {
+        let escaped: [(Unicode.Scalar, String)] = [
+            ("\u{7F}", #"\u007F"#), ("\u{80}", #"\u0080"#), ("\u{85}", #"\u0085"#), ("\u{9B}", #"\u009B"#),
+            ("\u{9F}", #"\u009F"#), ("\u{61C}", #"\u061C"#), ("\u{200E}", #"\u200E"#), ("\u{200F}", #"\u200F"#),
+            ("\u{202A}", #"\u202A"#), ("\u{202B}", #"\u202B"#), ("\u{202C}", #"\u202C"#),
+            ("\u{202D}", #"\u202D"#), ("\u{202E}", #"\u202E"#), ("\u{2066}", #"\u2066"#),
+            ("\u{2067}", #"\u2067"#), ("\u{2068}", #"\u2068"#), ("\u{2069}", #"\u2069"#),
+            ("\u{2028}", #"\u2028"#), ("\u{2029}", #"\u2029"#),
+        ]
+        for (scalar, escape) in escaped {
+            let name = "/d/a\(Character(scalar))b"
+            var bytes: [UInt8] = []
+            ChangeFormat.json(change(.created, FileSystemPath(name)), into: &bytes)
+            let line = String(decoding: bytes, as: UTF8.self)
+            XCTAssertTrue(line.contains("\"/d/a\(escape)b\""), "\(escape): \(line)")
+            XCTAssertFalse(line.unicodeScalars.contains(scalar), "\(escape) raw in \(line)")
+            XCTAssertEqual(try json(change(.created, FileSystemPath(name)))["path"] as? String, name)
+        }
+        // U+00A0 and U+00E9 (lead byte C2, C3), U+0600 (D8), U+2030 and U+2065 (E2): kept.
+        let kept = "/d/\u{A0}é\u{600}\u{2030}\u{2065}\u{202F}漢😀"
+        var bytes: [UInt8] = []
+        ChangeFormat.json(change(.created, FileSystemPath(kept)), into: &bytes)
+        XCTAssertEqual(
+            String(decoding: bytes, as: UTF8.self),
+            #"{"kind":"created","path":""# + kept + #"","isDirectory":false}"# + "\n")
+    }
+
+    /// ` -> ` separates a rename's names: in a name it is written ` -\u{3E} `, so that a line
+    /// holds at most one literal ` -> `, the separator; a name ending in ` ->` would otherwise
+    /// make a second with it.
+    func testTextMarksARenameSeparatorInAName() {
+        XCTAssertEqual(text(change(.created, "/d/a -> b")), #"created           /d/a -\u{3E} b"# + "\n")
+        let renamed = text(change(.renamed, "/d/new -> x", old: "/d/old ->"))
+        XCTAssertEqual(renamed, #"renamed           /d/old -\u{3E} -> /d/new -\u{3E} x"# + "\n")
+        XCTAssertEqual(renamed.components(separatedBy: " -> ").count, 2, "one separator: \(renamed)")
+        XCTAssertEqual(text(change(.created, "/d/a>b ->c a-> b > -")), "created           /d/a>b -\\u{3E}c a-> b > -\n")
+        XCTAssertEqual(text(change(.created, "/d/x->y")), "created           /d/x->y\n", "no space before it: kept")
+    }
+
     func testJSONCarriesExactBytesOfNamesThatAreNotUTF8() throws {
         let bytes: [UInt8] = Array("/d/bad-".utf8) + [0xFF, 0xFE, 0x80] + Array(".txt".utf8)
         let object = try json(change(.renamed, FileSystemPath(bytes: bytes), old: FileSystemPath(bytes: [0x2F, 0xE9])))

@@ -1,0 +1,196 @@
+import Foundation
+import XCTest
+
+/// `dirwatch --exec` driven as a script would drive it. The commands print to dirwatch's stdout
+/// (theirs), so each run is a line to wait for; nothing sleeps. A run that should not happen
+/// would print a line before the one waited for.
+final class ExecEndToEndTests: XCTestCase {
+    private var directory: URL!
+    /// Outside the watched directory: the commands' files, the directories moved in.
+    private var outside: URL!
+
+    override func setUpWithError() throws {
+        let temporary = FileManager.default.temporaryDirectory
+        directory = temporary.appendingPathComponent("dirwatch-exec-e2e-\(UUID().uuidString)")
+        outside = temporary.appendingPathComponent("dirwatch-exec-outside-\(UUID().uuidString)")
+        for folder in [directory!, outside!] {
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        }
+    }
+
+    override func tearDown() {
+        try? FileManager.default.removeItem(at: directory)
+        try? FileManager.default.removeItem(at: outside)
+    }
+
+    private func path(_ name: String) -> String { directory.appendingPathComponent(name).path }
+
+    private func dirwatch(_ arguments: [String]) throws -> Run {
+        let run = try Run(EndToEndTests.binary, arguments)
+        try run.waitUntilEstablished()
+        return run
+    }
+
+    /// As touch(1) makes a file: created, then its times set (attributesChanged), two events
+    /// the kernel may hand over in two reads.
+    private func touch(_ path: String, file: StaticString = #filePath, line: UInt = #line) {
+        let fd = open(path, O_CREAT | O_WRONLY | O_NONBLOCK | O_NOCTTY, 0o666)
+        XCTAssertGreaterThanOrEqual(fd, 0, "open \(path)", file: file, line: line)
+        XCTAssertEqual(futimens(fd, nil), 0, file: file, line: line)
+        close(fd)
+    }
+
+    /// A directory of `count` files made outside, then moved into the watched one: with `-r`,
+    /// one batch of a `movedIn` and a `created` for each file. Returns the paths it will report.
+    private func moveInDirectory(of count: Int) throws -> Set<String> {
+        let made = outside.appendingPathComponent("batch")
+        try FileManager.default.createDirectory(at: made, withIntermediateDirectories: false)
+        // Long names, so that the paths are well over DIRWATCH_PATHS's 128 KiB.
+        let names = (0..<count).map { String(format: "a-file-with-a-rather-long-name-%05d", $0) }
+        for name in names {
+            let fd = open(made.appendingPathComponent(name).path, O_CREAT | O_WRONLY, 0o644)
+            XCTAssertGreaterThanOrEqual(fd, 0)
+            close(fd)
+        }
+        XCTAssertEqual(rename(made.path, path("batch")), 0)
+        return Set([path("batch")] + names.map { path("batch/" + $0) })
+    }
+
+    /// The command runs once at start, with an empty batch, as entr and watchexec do; with
+    /// `--postpone` (`-p`) it waits for the first change.
+    func testExecRunsAtStartUnlessPostponed() throws {
+        let script = #"n=$(wc -c); echo "run $DIRWATCH_COUNT [${DIRWATCH_PATHS-unset}] stdin: ${n##* } bytes""#
+        let run = try dirwatch([directory.path, "--exec", "/bin/sh", "-c", script])
+        XCTAssertEqual(
+            try run.nextLine(), "run 0 [] stdin: 0 bytes", "at start: nothing on stdin, DIRWATCH_PATHS empty")
+        touch(path("a"))
+        XCTAssertTrue(try run.nextLine().hasPrefix("run 1 [\(path("a"))] stdin: "))
+        run.interrupt()
+        XCTAssertEqual(try run.waitForExit(), 0)
+        XCTAssertEqual(run.remainingOutput(), "")
+
+        for postpone in ["--postpone", "-p"] {
+            let postponed = try dirwatch([postpone, directory.path, "--exec", "/bin/sh", "-c", script])
+            touch(path("b\(postpone)"))
+            // A run at start would have printed its line first.
+            XCTAssertTrue(try postponed.nextLine().hasPrefix("run 1 [\(path("b\(postpone)"))] stdin: "), postpone)
+            postponed.interrupt()
+            XCTAssertEqual(try postponed.waitForExit(), 0)
+            XCTAssertEqual(postponed.remainingOutput(), "")
+        }
+    }
+
+    /// One touch(1) is one run with the path once, though it is two changes, both on stdin. The
+    /// command also writes into the watched directory, a file that `--exclude` leaves out, so it
+    /// does not run itself again: the next line is the next touch's run.
+    func testOneTouchIsOneRunWithThePathOnce() throws {
+        let script = #"""
+            echo "$DIRWATCH_PATHS" >> "$1/runs.log"
+            n=$(wc -l)
+            echo "run $DIRWATCH_COUNT: $DIRWATCH_PATHS (${n##* } changes)"
+            """#
+        let run = try dirwatch([
+            "-p", "--exclude", "runs.log", directory.path, "-x", "/bin/sh", "-c", script, "sh", directory.path,
+        ])
+        touch(path("first"))
+        XCTAssertEqual(try run.nextLine(), "run 1: \(path("first")) (2 changes)")
+        touch(path("second"))
+        XCTAssertEqual(try run.nextLine(), "run 1: \(path("second")) (2 changes)", "the first touch ran once")
+        run.interrupt()
+        XCTAssertEqual(try run.waitForExit(), 0)
+        XCTAssertEqual(run.remainingOutput(), "")
+        XCTAssertEqual(
+            try String(contentsOfFile: path("runs.log"), encoding: .utf8), "\(path("first"))\n\(path("second"))\n")
+    }
+
+    /// 10,001 changes in one batch: far past what one environment string may hold (execve would
+    /// fail with E2BIG). DIRWATCH_PATHS is unset, DIRWATCH_COUNT says how many, and stdin has
+    /// them all; the next, small batch has DIRWATCH_PATHS again.
+    func testATenThousandPathBatchReachesTheCommandInFull() throws {
+        let received = outside.appendingPathComponent("stdin.jsonl").path
+        let script = #"cat > "$1"; echo "count=$DIRWATCH_COUNT paths=${DIRWATCH_PATHS-unset}""#
+        let run = try dirwatch(["-r", "-p", directory.path, "--exec", "/bin/sh", "-c", script, "sh", received])
+        let expected = try moveInDirectory(of: 10_000)
+        XCTAssertEqual(try run.nextLine(), "count=10001 paths=unset")
+        let lines = try String(contentsOfFile: received, encoding: .utf8).split(separator: "\n")
+        XCTAssertEqual(lines.count, 10_001)
+        var paths: [String] = []
+        for line in lines {
+            let object = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+            paths.append(try XCTUnwrap(object["path"] as? String))
+        }
+        XCTAssertEqual(Set(paths), expected, "each path, once")
+
+        touch(path("small"))
+        XCTAssertEqual(try run.nextLine(), "count=1 paths=\(path("small"))")
+        run.interrupt()
+        XCTAssertEqual(try run.waitForExit(), 0)
+        XCTAssertEqual(run.remainingOutput(), "")
+    }
+
+    /// A run that never reads its stdin and never ends, given a batch of megabytes (a pipe holds
+    /// 64 KiB): dirwatch is not stuck writing it. The next change restarts the run.
+    func testACommandThatNeverReadsItsStdinDoesNotHoldUpTheNextRun() throws {
+        let script = #"echo "run $DIRWATCH_COUNT"; exec sleep 1000"#
+        let run = try dirwatch(["-r", "-p", "--restart", directory.path, "--exec", "/bin/sh", "-c", script])
+        _ = try moveInDirectory(of: 10_000)
+        XCTAssertEqual(try run.nextLine(), "run 10001")
+        touch(path("next"))
+        XCTAssertEqual(try run.nextLine(), "run 1")
+        run.terminate()
+        XCTAssertEqual(try run.waitForExit(), 0, "sleep ends on SIGTERM: a clean stop")
+        XCTAssertEqual(run.remainingOutput(), "")
+    }
+
+    /// A command that ignores SIGTERM is sent SIGKILL once the grace period is over; dirwatch
+    /// then exits 4.
+    func testACommandThatIgnoresSIGTERMIsKilledAfterTheGracePeriod() throws {
+        let script = #"trap '' TERM; echo "started $$"; exec sleep 1000"#
+        let run = try dirwatch(["--grace", "0.2", directory.path, "--exec", "/bin/sh", "-c", script])
+        let line = try run.nextLine()
+        let pid = try XCTUnwrap(pid_t(line.dropFirst("started ".count)), line)
+        let interrupted = DispatchTime.now().uptimeNanoseconds
+        run.interrupt()
+        // Its output closes only once the command, which shares it, is gone too.
+        XCTAssertEqual(try run.waitForExit(), 4)
+        let waited = Double(DispatchTime.now().uptimeNanoseconds - interrupted) / 1e9
+        XCTAssertGreaterThanOrEqual(waited, 0.2, "not before the grace period")
+        XCTAssertEqual(kill(pid, 0), -1, "the command is gone")
+        XCTAssertEqual(run.remainingOutput(), "")
+    }
+
+    /// A second SIGINT while the command is being stopped kills it at once, however long the
+    /// grace period: dirwatch exits 4.
+    func testASecondSIGINTKillsTheCommandAtOnce() throws {
+        let script = #"trap 'echo "got TERM"' TERM; echo "started $$"; while :; do sleep 1; done"#
+        let run = try dirwatch(["--grace", "1000", directory.path, "--exec", "/bin/sh", "-c", script])
+        let line = try run.nextLine()
+        let pid = try XCTUnwrap(pid_t(line.dropFirst("started ".count)), line)
+        run.interrupt()
+        XCTAssertEqual(try run.nextLine(), "got TERM", "the first SIGINT became a SIGTERM to the command")
+        run.interrupt()
+        XCTAssertEqual(try run.waitForExit(), 4, "within the test's 20 s, where the grace is 1000 s")
+        XCTAssertEqual(kill(pid, 0), -1, "the command is gone")
+        XCTAssertEqual(run.remainingOutput(), "")
+    }
+
+    /// --restart: a run that ignores SIGTERM is killed after the grace period, and only then
+    /// does the next one start.
+    func testRestartKillsARunThatIgnoresSIGTERMBeforeTheNextStarts() throws {
+        let script = #"trap '' TERM; echo "run $DIRWATCH_COUNT $$"; exec sleep 1000"#
+        let run = try dirwatch(["--restart", "--grace", "0.2", directory.path, "-x", "/bin/sh", "-c", script])
+        let first = try run.nextLine()
+        XCTAssertTrue(first.hasPrefix("run 0 "), first)
+        let firstPID = try XCTUnwrap(pid_t(first.dropFirst("run 0 ".count)), first)
+        let changed = DispatchTime.now().uptimeNanoseconds
+        touch(path("a"))
+        let second = try run.nextLine()
+        XCTAssertTrue(second.hasPrefix("run 1 "), second)
+        let waited = Double(DispatchTime.now().uptimeNanoseconds - changed) / 1e9
+        XCTAssertGreaterThanOrEqual(waited, 0.2, "the grace period came first")
+        XCTAssertEqual(kill(firstPID, 0), -1, "the first run was gone before the second started")
+        run.terminate()
+        XCTAssertEqual(try run.waitForExit(), 4)
+        XCTAssertEqual(run.remainingOutput(), "")
+    }
+}
