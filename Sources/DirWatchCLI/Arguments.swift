@@ -20,6 +20,9 @@ public struct Options: Equatable, Sendable {
     public var excludes: [String] = []
     /// Seconds of quiet before a batch is delivered; nil delivers at once.
     public var settle: Double?
+    /// Poll every so many seconds at most instead of using inotify (`--poll`); nil lets the
+    /// library choose (it polls network and shared file systems by itself).
+    public var poll: Double?
     /// With ``settle``: the longest a change waits, in seconds; nil for the library's default.
     public var settleMax: Double?
     public var once = false
@@ -91,6 +94,7 @@ public func parseArguments(_ arguments: [String]) throws(UsageError) -> Invocati
         if inlineValue != nil
             && ![
                 "--exclude", "--settle", "--settle-max", "--file", "--event", "--events", "--debounce", "--grace",
+                "--poll",
             ].contains(name)
         {
             throw UsageError("\(name) takes no value")
@@ -133,6 +137,25 @@ public func parseArguments(_ arguments: [String]) throws(UsageError) -> Invocati
             options.files.append(file)
         case "-E", "--event", "--events":
             events = (events ?? []).union(try parseEvents(try optionValue(), option: name))
+        case "--poll":
+            // The interval is optional: a number after --poll is it (a directory named like a
+            // number goes after --, or --poll=1 first).
+            var text = inlineValue
+            if text == nil, index + 1 < arguments.count, let seconds = Double(arguments[index + 1]), seconds.isFinite,
+                seconds > 0
+            {
+                index += 1
+                text = arguments[index]
+            }
+            guard let text else {
+                options.poll = 1
+                break
+            }
+            guard let seconds = Double(text), seconds.isFinite, seconds > 0, seconds <= maximumSeconds else {
+                throw UsageError(
+                    "--poll takes a number of seconds above 0 and at most \(Int(maximumSeconds)), not '\(text)'")
+            }
+            options.poll = seconds
         case "--settle", "--settle-max":
             let text = try optionValue()
             guard let seconds = Double(text), seconds.isFinite, seconds > 0, seconds <= maximumSeconds else {
@@ -248,6 +271,11 @@ public let usage = #"""
       -r, --recursive       watch every directory below each PATH too, as they come and go
                             (symbolic links are not followed; --exclude filters what is printed,
                             excluded directories are still watched)
+          --poll [SECONDS]  poll every SECONDS at most (default 1; four times faster while changes
+                            come) instead of using inotify. Without it, network and shared file
+                            systems (NFS, SMB, 9p, sshfs and other FUSE mounts), whose changes made
+                            elsewhere inotify never sees, are polled anyway; dirwatch then says so
+                            on stderr, and warns on /proc, /sys and cgroups, where nothing is seen
           --settle SECONDS  print a batch only once the writing is over: when the directory (or
                             tree) has been quiet for SECONDS and no file in it is still open
                             for writing, with what the changes add up to (a file created and

@@ -107,7 +107,8 @@ private final class Session: DirectoryWatcherDelegate, @unchecked Sendable {
         }
         let watchOptions = DirectoryWatcher.Options(
             events: options.events, delivery: .eventLoopThread, recursive: options.recursive,
-            excludes: options.excludes, settling: settling)
+            excludes: options.excludes, settling: settling, backend: options.poll == nil ? .automatic : .polling,
+            pollingInterval: .seconds(options.poll ?? 1))
         // A file given as a PATH is watched as --file watches it, as inotifywait takes files too.
         let targets = options.paths.map { ($0, isRegularFile($0)) } + options.files.map { ($0, true) }
         var seen = Set<WatchKey>()
@@ -123,6 +124,15 @@ private final class Session: DirectoryWatcherDelegate, @unchecked Sendable {
                     continue
                 }
                 watchers.append(watcher)
+                // Polling (asked for, or chosen where inotify is blind) and what cannot be seen
+                // are the user's to know: otherwise a watch of /proc prints nothing, for ever.
+                if let choice = watcher.backendChoice {
+                    if choice.kind == .polling {
+                        let every = choice.interval.map { " every \(Self.seconds($0)) s" } ?? ""
+                        writeError("dirwatch: polling \(watcher.path)\(every): \(choice.reason)\n")
+                    }
+                    if let warning = choice.warning { writeError("dirwatch: warning: \(warning)\n") }
+                }
             } catch {
                 // "No such file" alone would puzzle: a watched file need not exist, its directory must.
                 let hint = isFile && error.code == .noSuchPath ? " (the file need not exist; its directory must)" : ""
@@ -140,6 +150,13 @@ private final class Session: DirectoryWatcherDelegate, @unchecked Sendable {
         }
         writeError("Watches established.\n")
         runner?.start()
+    }
+
+    /// A duration in seconds as a person writes it: `1`, `0.25`.
+    private static func seconds(_ duration: Duration) -> String {
+        let (whole, attoseconds) = duration.components
+        if attoseconds == 0 { return String(whole) }
+        return String(Double(whole) + Double(attoseconds) / 1e18)
     }
 
     /// A watch, to leave out the same one asked for twice. (A directory watched as a file, with

@@ -55,6 +55,20 @@ final class ArgumentTests: XCTestCase {
         XCTAssertEqual(try options(["--", "-weird-dir", "--json"]).paths, ["-weird-dir", "--json"])
     }
 
+    func testPollTakesAnOptionalInterval() throws {
+        guard case .watch(let plain) = try parseArguments(["--poll", "dir"]) else { return XCTFail() }
+        XCTAssertEqual(plain.poll, 1, "one second unless told")
+        XCTAssertEqual(plain.paths, ["dir"])
+        guard case .watch(let timed) = try parseArguments(["--poll", "2.5", "dir"]) else { return XCTFail() }
+        XCTAssertEqual(timed.poll, 2.5)
+        XCTAssertEqual(timed.paths, ["dir"])
+        guard case .watch(let inline) = try parseArguments(["--poll=0.1", "5"]) else { return XCTFail() }
+        XCTAssertEqual(inline.poll, 0.1)
+        XCTAssertEqual(inline.paths, ["5"], "a directory named like a number, after --poll=")
+        guard case .watch(let none) = try parseArguments(["dir"]) else { return XCTFail() }
+        XCTAssertNil(none.poll, "the library chooses")
+    }
+
     func testSettleAndRecursiveParse() throws {
         let parsed = try options(["-r", "--settle", "0.5", "."])
         XCTAssertTrue(parsed.recursive)
@@ -123,6 +137,8 @@ final class ArgumentTests: XCTestCase {
             (["--settle", "nan", "."], "--settle takes a number of seconds above 0 and at most 1000000, not 'nan'"),
             (["--settle", "1e12", "."], "--settle takes a number of seconds above 0 and at most 1000000, not '1e12'"),
             (["--settle"], "--settle needs a value"),
+            (["--poll=0", "."], "--poll takes a number of seconds above 0 and at most 1000000, not '0'"),
+            (["--poll=soon", "."], "--poll takes a number of seconds above 0 and at most 1000000, not 'soon'"),
             (
                 ["--settle-max", "0", "."],
                 "--settle-max takes a number of seconds above 0 and at most 1000000, not '0'"

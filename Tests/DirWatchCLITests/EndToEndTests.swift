@@ -305,6 +305,30 @@ final class EndToEndTests: XCTestCase {
         }
     }
 
+    func testPollReportsChangesAndSaysItPolls() throws {
+        let run = try Run(Self.binary, ["--poll", "0.05", directory.path])
+        try run.waitUntilEstablished()
+        XCTAssertTrue(
+            run.errorsSoFar().contains("dirwatch: polling \(directory.path) every 0.05 s: polling was asked for"),
+            run.errorsSoFar())
+        touch(path("polled"))
+        XCTAssertEqual(try run.nextLine(), "created           \(path("polled"))")
+        run.interrupt()
+        XCTAssertEqual(try run.waitForExit(), 0)
+    }
+
+    /// `dirwatch /proc` used to print "Watches established." and then nothing, for ever.
+    func testProcIsWarnedAbout() throws {
+        let run = try Run(Self.binary, ["/proc"])
+        try run.waitUntilEstablished()
+        XCTAssertTrue(
+            run.errorsSoFar().contains(
+                "dirwatch: warning: /proc is on proc, where the kernel's own changes raise no event"),
+            run.errorsSoFar())
+        run.interrupt()
+        XCTAssertEqual(try run.waitForExit(), 0)
+    }
+
     func testTextOutputAndExclude() throws {
         let run = try Run(Self.binary, ["--exclude", "*.swp", directory.path])
         try run.waitUntilEstablished()
@@ -557,6 +581,12 @@ final class Run: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         return lines.joined(separator: "\n") + String(decoding: partial, as: UTF8.self)
+    }
+
+    /// What dirwatch has written to stderr so far, without waiting for more: what it says before
+    /// "Watches established." is all there once ``waitUntilEstablished()`` returns.
+    func errorsSoFar() -> String {
+        lock.withLock { String(decoding: errors, as: UTF8.self) }
     }
 
     func errorOutput() -> String {
