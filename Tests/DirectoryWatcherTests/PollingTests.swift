@@ -273,6 +273,34 @@ final class PollingTests: WatchedDirectoryTestCase {
         XCTAssertNotNil(watcher.backendChoice?.warning)
     }
 
+    /// With no inotify (the kernel has none, or the user's instances are used up), an automatic
+    /// watcher polls, and says why; one that insists on inotify is refused with the reason.
+    func testWithoutInotifyAnAutomaticWatcherPolls() throws {
+        for code in [EMFILE, ENOSYS] {
+            let loop = try EventLoop(
+                system: System(.live.failing(\.inotifyInit1, errno: code)), startsWithoutInotify: true)
+            defer { loop.shutdown() }
+            let recorder = Recorder()
+            let watcher = try DirectoryWatcher.make(path: directory.path, delegate: recorder, queue: nil, loop: loop)
+            defer { watcher.invalidate() }
+            let choice = try XCTUnwrap(watcher.backendChoice)
+            XCTAssertEqual(choice.kind, .polling)
+            XCTAssertTrue(choice.reason.hasPrefix("inotify is unavailable ("), choice.reason)
+            let file = directory.touch("made-\(code)")
+            waitForDelivery(watcher)
+            XCTAssertEqual(recorder.changes, [DirectoryChange(.created, file)])
+            XCTAssertThrowsError(
+                try DirectoryWatcher.make(
+                    path: directory.path, options: .init(backend: .inotify), delegate: Recorder(), queue: nil,
+                    loop: loop)
+            ) { error in
+                let expected: DirectoryWatcherError.Code =
+                    code == EMFILE ? .instanceLimitReached : .other(errno: ENOSYS)
+                XCTAssertEqual((error as? DirectoryWatcherError)?.code, expected)
+            }
+        }
+    }
+
     func testInotifyCanBeForcedOnANetworkFileSystem() throws {
         let loop = try loop(faking: 0x6969)
         defer { loop.shutdown() }

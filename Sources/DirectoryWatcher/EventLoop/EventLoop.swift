@@ -50,7 +50,12 @@ final class EventLoop: @unchecked Sendable {
     let threads = LoopThreads()
 
     // Set in init; closed by the leader as the loop stops.
+    /// The inotify instance; -1 when there is none (``inotifyUnavailable``).
     let inotifyFD: Int32
+    /// Why the loop has no inotify instance, when it was allowed to start without one: the
+    /// kernel has no inotify (`ENOSYS`), or the user's instances are used up (`EMFILE`). Only
+    /// polled watchers can then be served; an inotify watcher's subscribe fails with this error.
+    let inotifyUnavailable: SyscallError?
     private let epollFD: Int32
     private let barrierFD: Int32
 
@@ -65,24 +70,40 @@ final class EventLoop: @unchecked Sendable {
     private let readiness = UnsafeMutablePointer<UInt32>.allocate(capacity: 4)
 
     /// Opens the descriptors and starts the first thread.
+    ///
+    /// `startsWithoutInotify`: when inotify is unavailable (`ENOSYS`, `EMFILE` from
+    /// `inotify_init1`), start anyway, for polled watchers only (the shared loop does; a watcher
+    /// whose backend is automatic then polls).
     init(
         system: System = System(), pairingWindow: UInt64 = 10_000_000,
-        clock: @escaping @Sendable () -> UInt64 = System.monotonicNow
+        clock: @escaping @Sendable () -> UInt64 = System.monotonicNow, startsWithoutInotify: Bool = false
     ) throws(SyscallError) {
         self.system = system
         self.clock = clock
         var opened: [Int32] = []
         let barrierWD: Int32
         do {
-            inotifyFD = try system.inotifyInit()
-            opened.append(inotifyFD)
+            var unavailable: SyscallError?
+            do {
+                inotifyFD = try system.inotifyInit()
+                opened.append(inotifyFD)
+            } catch  where startsWithoutInotify && (error.errno == ENOSYS || error.errno == EMFILE) {
+                inotifyFD = -1
+                unavailable = error
+            }
+            inotifyUnavailable = unavailable
             epollFD = try system.epollCreate()
             opened.append(epollFD)
             inbox = TaskInbox(wakeFD: try system.eventFD(), system: system)
             opened.append(inbox.wakeFD)
-            (barrierFD, barrierWD) = try Self.openBarrierFile(system: system, inotifyFD: inotifyFD)
-            opened.append(barrierFD)
-            try system.epollAdd(epollFD, fd: inotifyFD, token: Token.inotify)
+            if inotifyFD >= 0 {
+                (barrierFD, barrierWD) = try Self.openBarrierFile(system: system, inotifyFD: inotifyFD)
+                opened.append(barrierFD)
+                try system.epollAdd(epollFD, fd: inotifyFD, token: Token.inotify)
+            } else {
+                // No barrier file without inotify: a polled watcher's barrier polls instead.
+                (barrierFD, barrierWD) = (-1, -1)
+            }
             try system.epollAdd(epollFD, fd: inbox.wakeFD, token: Token.wake)
         } catch {
             for fd in opened { system.close(fd) }
@@ -98,7 +119,7 @@ final class EventLoop: @unchecked Sendable {
             },
             listDirectory: { path throws(SyscallError) in try Snapshot.read(path, system: system) },
             listNames: { path, visit throws(SyscallError) in try Snapshot.readNames(path, system: system, visit) },
-            clock: clock)
+            clock: clock, inotifyUnavailable: inotifyUnavailable)
         var failure: Int32 = 0
         guard threads.start(.leading, create: { createThread(.leading, failure: &failure) }) else {
             for fd in opened { system.close(fd) }
@@ -180,6 +201,7 @@ final class EventLoop: @unchecked Sendable {
     }
 
     private func readEvents(now: UInt64) {
+        guard inotifyFD >= 0 else { return }  // no inotify: only polled watchers, nothing to read
         for _ in 0..<Self.readsPerWakeUp {
             let count: Int?
             do {
@@ -216,7 +238,7 @@ final class EventLoop: @unchecked Sendable {
         ready = []
         inbox.close()
         // Closing the inotify descriptor removes every kernel watch of this instance.
-        for fd in [epollFD, inbox.wakeFD, barrierFD, inotifyFD] { system.close(fd) }
+        for fd in [epollFD, inbox.wakeFD, barrierFD, inotifyFD] where fd >= 0 { system.close(fd) }
         threads.close()
         inbox.markExited()
     }

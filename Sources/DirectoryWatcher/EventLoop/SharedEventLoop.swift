@@ -22,7 +22,9 @@ enum SharedEventLoop {
                 state.users += 1
                 return loop
             }
-            let loop = try EventLoop()
+            // Without inotify (none in the kernel, the user's instances used up), polled
+            // watchers are still served: an automatic backend polls then.
+            let loop = try EventLoop(startsWithoutInotify: true)
             state.loop = loop
             state.users = 1
             return loop

@@ -462,7 +462,7 @@ public final class DirectoryWatcher: @unchecked Sendable {
                 throw error
             }
         }
-        let backend = chooseBackend(for: root, system: lease.loop.system)
+        let backend = chooseBackend(for: root, on: lease.loop)
         let polls = backend.kind == .polling
         let settler = options.settling.map {
             Settler(
@@ -482,7 +482,8 @@ public final class DirectoryWatcher: @unchecked Sendable {
 
     /// Which backend watches `directory`: what the caller asked for, or for
     /// ``Backend/automatic`` what its file system allows (``FileSystemKind``).
-    private func chooseBackend(for directory: FileSystemPath, system: System) -> BackendChoice {
+    private func chooseBackend(for directory: FileSystemPath, on loop: EventLoop) -> BackendChoice {
+        let system = loop.system
         let interval = options.pollingInterval
         // Asked of the kernel even when forced: a warning still applies. A directory whose file
         // system cannot be asked (missing) fails in the subscribe that follows, with its own error.
@@ -501,6 +502,13 @@ public final class DirectoryWatcher: @unchecked Sendable {
                 kind: .polling, interval: interval, fileSystem: kind?.name, reason: "polling was asked for",
                 warning: warning)
         case .automatic:
+            if let unavailable = loop.inotifyUnavailable {
+                return BackendChoice(
+                    kind: .polling, interval: interval, fileSystem: kind?.name,
+                    reason:
+                        "inotify is unavailable (\(DirectoryWatcherError(unavailable, path: directory.description).reason))",
+                    warning: warning)
+            }
             guard let kind else {
                 return BackendChoice(
                     kind: .inotify, interval: nil, fileSystem: nil, reason: "the file system's type is unknown",
@@ -609,7 +617,10 @@ public final class DirectoryWatcher: @unchecked Sendable {
 
     /// Pauses the watcher: no callback is made until ``resume()``, which then delivers, as one
     /// batch, what changed meanwhile. Returns true when it paused, false when it was paused
-    /// already or is not watching. Safe from any thread, inside callbacks too; never waits.
+    /// already or is not watching. Safe from any thread, inside callbacks too. It returns once
+    /// the loop has taken the pause (as `watchFolder` returns once the watch is in place; inside
+    /// a callback on the loop's thread it runs at once), so every change made after it returns
+    /// comes with ``resume()``, marked ``DirectoryChange/whilePaused``.
     ///
     /// The watch stays in place while paused, and the loop notes which of the watcher's
     /// directories had events, without collecting them; what the watcher had been told of each
@@ -627,7 +638,12 @@ public final class DirectoryWatcher: @unchecked Sendable {
             return session
         }
         guard let current else { return false }
-        current.lease.loop.execute { [subscription = current.subscription] loop in loop.router.pause(subscription) }
+        _ = current.lease.loop.submitAndWait { [subscription = current.subscription] loop in
+            // What the kernel holds happened before the pause: routed first, it is held back
+            // with the batches on their way, and comes first on resuming.
+            loop.readQueuedEvents()
+            loop.router.pause(subscription)
+        }
         return true
     }
 

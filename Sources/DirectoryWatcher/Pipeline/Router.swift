@@ -101,6 +101,8 @@ final class Router {
     /// The loop's monotonic clock, for what happens outside a read or a deadline (a polled
     /// watcher's first schedule, a barrier's poll).
     let clock: () -> UInt64
+    /// Why the loop has no inotify instance, if it has none: an inotify watcher is refused.
+    let inotifyUnavailable: SyscallError?
     /// Polled watchers (``Subscription/pollingInterval``), whose schedules the loop sleeps to.
     @exclusivity(unchecked) var polled: [Subscription] = []
     /// The clock of file birth times (``System/coarseWallClockNow()``), read before names are
@@ -126,8 +128,9 @@ final class Router {
         listNames: @escaping NameLister = { _, _ throws(SyscallError) in },
         wallClock: @escaping () -> Snapshot.Time = System.wallClockNow,
         birthClock: @escaping () -> Snapshot.Time = System.coarseWallClockNow,
-        clock: @escaping () -> UInt64 = System.monotonicNow
+        clock: @escaping () -> UInt64 = System.monotonicNow, inotifyUnavailable: SyscallError? = nil
     ) {
+        self.inotifyUnavailable = inotifyUnavailable
         self.clock = clock
         self.birthClock = birthClock
         self.wakeForCatchUp = wakeForCatchUp
@@ -299,6 +302,7 @@ final class Router {
             }
             return .success(nil)
         }
+        if let inotifyUnavailable { return .failure(inotifyUnavailable) }
         do {
             // A kept snapshot follows every change of name, whatever the watcher selected.
             let names = subscription.keepsSnapshot ? InotifyMask.names : 0
