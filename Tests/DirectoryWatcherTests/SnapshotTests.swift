@@ -111,6 +111,34 @@ final class SnapshotTests: XCTestCase {
         XCTAssertEqual(try read().entries.count, 3_000)
     }
 
+    /// A poll's fast path: the same listing is unchanged, across several reads of the
+    /// directory; any change of an entry, or of the set of names, is not.
+    func testUnchangedIsTrueOnlyForTheSameEntriesWithTheSameStatus() throws {
+        for index in 0..<3_000 { directory.touch("entry-with-a-long-name-\(index)") }
+        func unchanged(since old: Snapshot) throws -> Bool {
+            try Snapshot.isUnchanged(FileSystemPath(directory.path), since: old, system: System())
+        }
+        var old = try read()
+        XCTAssertTrue(try unchanged(since: old), "the same 3,000 entries")
+        directory.write("entry-with-a-long-name-2999", "more")
+        XCTAssertFalse(try unchanged(since: old), "one written")
+        old = try read()
+        directory.touch("new")
+        XCTAssertFalse(try unchanged(since: old), "one more")
+        old = try read()
+        XCTAssertEqual(unlink(directory.url("new")), 0)
+        XCTAssertFalse(try unchanged(since: old), "one fewer")
+        old = try read()
+        XCTAssertEqual(rename(directory.url("entry-with-a-long-name-7"), directory.url("renamed")), 0)
+        XCTAssertFalse(try unchanged(since: old), "one renamed")
+        old = try read()
+        XCTAssertEqual(chmod(directory.url("renamed"), 0o600), 0)
+        XCTAssertFalse(try unchanged(since: old), "one's mode changed")
+        XCTAssertTrue(try unchanged(since: try read()))
+        XCTAssertThrowsError(
+            try Snapshot.isUnchanged(FileSystemPath(directory.url("missing")), since: old, system: System()))
+    }
+
     func testAnEntryGoneBeforeItsStatusIsLeftOut() throws {
         directory.touch("stays")
         directory.touch("vanishes")

@@ -119,7 +119,9 @@ final class EventLoop: @unchecked Sendable {
             },
             listDirectory: { path throws(SyscallError) in try Snapshot.read(path, system: system) },
             listNames: { path, visit throws(SyscallError) in try Snapshot.readNames(path, system: system, visit) },
-            clock: clock, inotifyUnavailable: inotifyUnavailable)
+            clock: clock, inotifyUnavailable: inotifyUnavailable,
+            isUnchanged: { path, old throws(SyscallError) in try Snapshot.isUnchanged(path, since: old, system: system)
+            })
         var failure: Int32 = 0
         guard threads.start(.leading, create: { createThread(.leading, failure: &failure) }) else {
             for fd in opened { system.close(fd) }

@@ -49,6 +49,8 @@ extension Router {
             guard let old = state.listings[path] else { continue }  // gone or renamed meanwhile
             let current: Snapshot
             do throws(SyscallError) {
+                // Most polls find nothing changed: checked without building a listing.
+                if try isUnchanged(path, old) { continue }
                 current = try listDirectory(path)
             } catch {
                 if path == subscription.root {

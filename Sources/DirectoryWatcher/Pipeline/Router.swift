@@ -101,6 +101,8 @@ final class Router {
     /// The loop's monotonic clock, for what happens outside a read or a deadline (a polled
     /// watcher's first schedule, a barrier's poll).
     let clock: () -> UInt64
+    /// Whether a directory still lists as a snapshot of it says (``Snapshot/isUnchanged(_:since:system:)``).
+    let isUnchanged: (FileSystemPath, Snapshot) throws(SyscallError) -> Bool
     /// Why the loop has no inotify instance, if it has none: an inotify watcher is refused.
     let inotifyUnavailable: SyscallError?
     /// Polled watchers (``Subscription/pollingInterval``), whose schedules the loop sleeps to.
@@ -128,8 +130,12 @@ final class Router {
         listNames: @escaping NameLister = { _, _ throws(SyscallError) in },
         wallClock: @escaping () -> Snapshot.Time = System.wallClockNow,
         birthClock: @escaping () -> Snapshot.Time = System.coarseWallClockNow,
-        clock: @escaping () -> UInt64 = System.monotonicNow, inotifyUnavailable: SyscallError? = nil
+        clock: @escaping () -> UInt64 = System.monotonicNow, inotifyUnavailable: SyscallError? = nil,
+        isUnchanged: @escaping (FileSystemPath, Snapshot) throws(SyscallError) -> Bool = { _, _ throws(SyscallError) in
+            false
+        }
     ) {
+        self.isUnchanged = isUnchanged
         self.inotifyUnavailable = inotifyUnavailable
         self.clock = clock
         self.birthClock = birthClock

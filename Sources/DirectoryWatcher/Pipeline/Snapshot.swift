@@ -38,6 +38,48 @@ struct Snapshot: Equatable, Sendable {
         }
     }
 
+    /// Whether the directory at `path` still holds exactly `old`'s entries, each with the same
+    /// status: a poll's common case, answered with the calls a listing makes (`getdents64`, a
+    /// `statx` per entry) and no allocation per entry; it stops at the first difference.
+    static func isUnchanged(_ path: FileSystemPath, since old: Snapshot, system: System) throws(SyscallError) -> Bool {
+        let fd = try system.openDirectory(path)
+        defer { system.close(fd) }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 32 * 1024, alignment: 8)
+        defer { buffer.deallocate() }
+        var key: [UInt8] = []
+        key.reserveCapacity(256)
+        var terminated: [UInt8] = []
+        terminated.reserveCapacity(257)
+        var listed = 0
+        var same = true
+        var failure: SyscallError?
+        while same {
+            let count = try system.readDirectory(fd, into: buffer)
+            if count == 0 { break }
+            _ = DirectoryEntryParser.forEach(UnsafeRawBufferPointer(rebasing: buffer[..<count])) { name, inode, _ in
+                guard same else { return }
+                key.removeAll(keepingCapacity: true)
+                key.append(contentsOf: name)
+                guard let before = old.entries[key], before.inode == inode else {
+                    same = false
+                    return
+                }
+                terminated.removeAll(keepingCapacity: true)
+                terminated.append(contentsOf: name)
+                terminated.append(0)
+                do throws(SyscallError) {
+                    same = try system.entryStatus(in: fd, terminatedName: terminated) == before
+                } catch {
+                    failure = error
+                    same = false
+                }
+                listed += 1
+            }
+            if let failure { throw failure }
+        }
+        return same && listed == old.entries.count
+    }
+
     /// Lists the names, inodes and types of the directory at `path`, with no status per entry: one
     /// `getdents64` per few hundred entries, and no allocation per name (`body` sees each name
     /// in a buffer reused for the next). The type is the listing's (`d_type`); only where the

@@ -324,6 +324,21 @@ struct System: Sendable {
         throw SyscallError(function: "statx", errno: code)
     }
 
+    /// ``entryStatus(in:name:)`` for a name that already ends with its NUL (a polled listing
+    /// reuses one buffer for every name, so no array is made per entry).
+    func entryStatus(in fd: Int32, terminatedName name: [UInt8]) throws(SyscallError) -> EntryStatus? {
+        var status = cdw_entry_status()
+        while true {
+            let result = name.withUnsafeBufferPointer { bytes in
+                bytes.withMemoryRebound(to: CChar.self) { calls.entryStatus(fd, $0.baseAddress!, &status) }
+            }
+            if result != -1 { return EntryStatus(status) }
+            let code = Glibc.errno
+            if code == ENOENT { return nil }
+            if code != EINTR { throw SyscallError(function: "statx", errno: code) }
+        }
+    }
+
     /// Closes `fd`. `EINTR` counts as closed: Linux always releases the descriptor, and a retry
     /// could close a descriptor another thread has just been given.
     func close(_ fd: Int32) {
