@@ -143,18 +143,10 @@ final class PollingTests: WatchedDirectoryTestCase {
     /// Polls come on the loop's timers: at the interval while quiet, a quarter of it after a
     /// change, and the loop sleeps with no timeout once no watcher polls.
     func testPollsComeOnTheLoopsClockAndStopWithTheLastPolledWatcher() throws {
-        let idle = LockedValue(false)
-        let sleptForEver = expectation(description: "an epoll_wait with no timeout once nothing polls")
-        sleptForEver.assertForOverFulfill = false
-        let timeouts = LockedValue<[Int64]>([])
-        var calls = SystemCalls.live
-        calls.epollWait = { epfd, tokens, events, max, timeout in
-            timeouts.update { $0.append(timeout) }
-            if timeout < 0 && idle.get() { sleptForEver.fulfill() }
-            return SystemCalls.live.epollWait(epfd, tokens, events, max, timeout)
-        }
+        let sleeps = SleepRecorder(self, description: "an epoll_wait with no timeout once nothing polls")
+        let timeouts = sleeps.timeouts
         let clock = ManualClock()
-        let loop = try EventLoop(system: System(calls), clock: { clock.now })
+        let loop = try EventLoop(system: System(sleeps.calls), clock: { clock.now })
         defer { loop.shutdown() }
         // An inotify watcher of another directory: its barrier says the loop has had a wake-up.
         let elsewhere = TemporaryDirectory()
@@ -181,9 +173,9 @@ final class PollingTests: WatchedDirectoryTestCase {
         XCTAssertEqual(recorder.changes.last, DirectoryChange(.created, second))
 
         polled.invalidate()
-        idle.set(true)
+        sleeps.idle.set(true)
         waitForDelivery(probe)
-        wait(for: [sleptForEver], timeout: 20)
+        wait(for: [sleeps.sleptForEver], timeout: 20)
     }
 
     // MARK: - The automatic choice, each file system faked

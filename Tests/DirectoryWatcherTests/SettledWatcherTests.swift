@@ -357,18 +357,10 @@ final class SettledWatcherTests: XCTestCase {
     /// Event-driven: the loop sleeps with a timeout only while a settled batch waits, and with
     /// none once it has been delivered (no timer, no polling, while the directory is idle).
     func testTheLoopSleepsWithoutATimeoutOnceNothingWaits() throws {
-        let idle = LockedValue(false)
-        let sleptForEver = expectation(description: "an epoll_wait with no timeout once idle")
-        sleptForEver.assertForOverFulfill = false
-        let timeouts = LockedValue<[Int64]>([])
-        var calls = SystemCalls.live
-        calls.epollWait = { epfd, tokens, events, max, timeout in
-            timeouts.update { $0.append(timeout) }
-            if timeout < 0 && idle.get() { sleptForEver.fulfill() }
-            return SystemCalls.live.epollWait(epfd, tokens, events, max, timeout)
-        }
+        let sleeps = SleepRecorder(self, description: "an epoll_wait with no timeout once idle")
+        let timeouts = sleeps.timeouts
         let clock = ManualClock()
-        let own = try EventLoop(system: System(calls), clock: { clock.now })
+        let own = try EventLoop(system: System(sleeps.calls), clock: { clock.now })
         defer { own.shutdown() }
         // Notice-only recovery: no snapshot, so no timer of its own for learning inodes.
         let ownProbe = try DirectoryWatcher.make(
@@ -392,9 +384,9 @@ final class SettledWatcherTests: XCTestCase {
         XCTAssertFalse(timeouts.get().contains { $0 < 0 }, "no sleep without a timeout while a batch waits")
         Self.pass(milliseconds: 100, on: clock, probe: ownProbe, in: self)
         XCTAssertEqual(settled.changes, [DirectoryChange(.created, directory.url("a"))])
-        idle.set(true)
+        sleeps.idle.set(true)
         waitForDelivery(ownProbe)  // a wake-up after which the loop goes back to sleep
-        wait(for: [sleptForEver], timeout: 20)
+        wait(for: [sleeps.sleptForEver], timeout: 20)
     }
 
     func testSettlingThatCannotBeUsedIsRefusedNamingThePath() {

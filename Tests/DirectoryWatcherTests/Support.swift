@@ -120,6 +120,32 @@ extension DirectoryChange {
     }
 }
 
+/// Records the timeouts the event loop sleeps with (`epoll_wait`'s), through the syscall table,
+/// and says when it first sleeps with none once the test has marked the loop ``idle``: a loop
+/// with no timer to run sleeps for ever, and wakes up zero times a second.
+final class SleepRecorder: @unchecked Sendable {
+    let timeouts = LockedValue<[Int64]>([])
+    /// Set by the test once nothing should be waiting any more.
+    let idle = LockedValue(false)
+    let sleptForEver: XCTestExpectation
+    /// The live calls, but for a recording `epoll_wait`.
+    let calls: SystemCalls
+
+    init(_ test: XCTestCase, description: String) {
+        let sleptForEver = test.expectation(description: description)
+        sleptForEver.assertForOverFulfill = false
+        self.sleptForEver = sleptForEver
+        let (timeouts, idle) = (timeouts, idle)
+        var calls = SystemCalls.live
+        calls.epollWait = { epfd, tokens, events, max, timeout in
+            timeouts.update { $0.append(timeout) }
+            if timeout < 0 && idle.get() { sleptForEver.fulfill() }
+            return SystemCalls.live.epollWait(epfd, tokens, events, max, timeout)
+        }
+        self.calls = calls
+    }
+}
+
 /// Counts of this process's resources, from /proc.
 enum ProcessResources {
     /// How many descriptors this process has open, not counting Dispatch's own.
