@@ -391,6 +391,24 @@ final class EndToEndTests: XCTestCase {
         }
     }
 
+    /// Out of descriptors (`ulimit -n`): the message names the process's limit and how to raise
+    /// it, not inotify's instance limit. (Four: what the dynamic loader needs to start dirwatch,
+    /// and one descriptor short of what its event loop opens.)
+    func testDescriptorLimitIsNamedAsSuch() throws {
+        let run = try Run(
+            URL(fileURLWithPath: "/bin/sh"),
+            ["-c", #"ulimit -n 4 && exec "$0" "$@""#, Self.binary.path, directory.path])
+        XCTAssertEqual(try run.waitForExit(), 1)
+        let errors = run.errorOutput()
+        XCTAssertTrue(
+            errors.hasPrefix(
+                "dirwatch: cannot watch \"\(directory.path)\": this process's limit on open descriptors is reached "
+                    + "(RLIMIT_NOFILE, `ulimit -n`); close some or raise the limit: `ulimit -n 65536` in the shell"),
+            errors)
+        XCTAssertTrue(errors.contains("LimitNOFILE="), errors)
+        XCTAssertFalse(errors.contains("max_user_instances"), errors)
+    }
+
     private func readLine(_ fd: Int32) -> String {
         var line: [UInt8] = []
         var byte: UInt8 = 0

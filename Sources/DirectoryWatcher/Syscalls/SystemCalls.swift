@@ -111,8 +111,29 @@ struct System: Sendable {
         }
     }
 
+    /// The corresponding C function is `inotify_init1`. Its `EMFILE` says which limit it hit
+    /// (``SyscallError/processOutOfDescriptors``).
     func inotifyInit() throws(SyscallError) -> Int32 {
-        try retrying("inotify_init1") { calls.inotifyInit1(Int32(IN_NONBLOCK | IN_CLOEXEC)) }
+        do {
+            return try retrying("inotify_init1") { calls.inotifyInit1(Int32(IN_NONBLOCK | IN_CLOEXEC)) }
+        } catch  where error.errno == EMFILE {
+            // EMFILE is either limit: this user's inotify instances, or this process's
+            // descriptors. Another kind of descriptor tells them apart.
+            var failure = error
+            failure.processOutOfDescriptors = !canOpenAnotherDescriptor()
+            throw failure
+        }
+    }
+
+    /// Whether the process can open one more descriptor: an eventfd, the cheapest kind, opened and
+    /// closed at once. (Racy, as any such check is; it only chooses what an error message says.)
+    private func canOpenAnotherDescriptor() -> Bool {
+        let fd = calls.eventfd(0, Int32(EFD_CLOEXEC))
+        if fd >= 0 {
+            close(fd)
+            return true
+        }
+        return Glibc.errno != EMFILE
     }
 
     /// The corresponding C function is `inotify_add_watch`.
