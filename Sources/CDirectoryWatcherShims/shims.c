@@ -121,3 +121,8 @@ long cdw_getdents64(int fd, void *buffer, unsigned long count) {
 int cdw_open_directory(const char *path, int no_follow) {
     return open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | (no_follow ? O_NOFOLLOW : 0));
 }
+
+int cdw_open_directory_at(int directory, const char *path, int options) {
+    int access = (options & CDW_OPEN_PATH_ONLY) ? O_PATH : O_RDONLY;
+    return openat(directory, path, access | O_DIRECTORY | O_CLOEXEC | ((options & CDW_OPEN_NO_FOLLOW) ? O_NOFOLLOW : 0));
+}

@@ -65,6 +65,12 @@ long cdw_getdents64(int fd, void *buffer, unsigned long count);
 /// open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC), with O_NOFOLLOW when `no_follow` is not 0 (a
 /// symbolic link is then refused with ELOOP); -1 with errno set.
 int cdw_open_directory(const char *path, int no_follow);
+/// Options of cdw_open_directory_at.
+#define CDW_OPEN_PATH_ONLY 1 // O_PATH instead of O_RDONLY: names the directory, reads nothing
+#define CDW_OPEN_NO_FOLLOW 2 // O_NOFOLLOW
+/// openat(directory, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) with the options above (O_PATH is
+/// hidden behind _GNU_SOURCE); -1 with errno set.
+int cdw_open_directory_at(int directory, const char *path, int options);
 /// The process environment (`environ`), which Swift 6 cannot read as a global variable.
 char *const *cdw_environ(void);
 
