@@ -1,4 +1,7 @@
 #define _GNU_SOURCE
+// First: on a system other than Linux, its #error is the one message.
+#include "CDirectoryWatcherShims.h"
+#ifdef __linux__
 #include <pthread.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -10,7 +13,6 @@
 #include <sys/sysmacros.h>
 #include <sys/mman.h>
 #include <unistd.h>
-#include "CDirectoryWatcherShims.h"
 
 int cdw_epoll_ctl(int epfd, int op, int fd, uint32_t events, uint64_t token) {
     struct epoll_event event = { .events = events, .data.u64 = token };
@@ -126,3 +128,4 @@ int cdw_open_directory_at(int directory, const char *path, int options) {
     int access = (options & CDW_OPEN_PATH_ONLY) ? O_PATH : O_RDONLY;
     return openat(directory, path, access | O_DIRECTORY | O_CLOEXEC | ((options & CDW_OPEN_NO_FOLLOW) ? O_NOFOLLOW : 0));
 }
+#endif // __linux__

@@ -1,6 +1,11 @@
 #ifndef C_DIRECTORY_WATCHER_SHIMS_H
 #define C_DIRECTORY_WATCHER_SHIMS_H
 
+// inotify and epoll exist on Linux alone: elsewhere, one clear error instead of one per header.
+#if !defined(__linux__)
+#error "DirectoryWatcher is for Linux only: it is built on inotify and epoll, which this system does not have"
+#else
+
 #include <pthread.h>
 #include <stdint.h>
 #include <sys/epoll.h>
@@ -74,4 +79,5 @@ int cdw_open_directory_at(int directory, const char *path, int options);
 /// The process environment (`environ`), which Swift 6 cannot read as a global variable.
 char *const *cdw_environ(void);
 
+#endif // __linux__
 #endif
