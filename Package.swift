@@ -1,4 +1,6 @@
 // swift-tools-version:6.0
+// For Linux only: the library is built on inotify and epoll. On any other system its build stops
+// at once with one error saying so (in CDirectoryWatcherShims and Support/LinuxOnly.swift).
 import PackageDescription
 
 let package = Package(

@@ -1,4 +1,7 @@
 #define _GNU_SOURCE
+// First: on a system other than Linux, its #error is the one message.
+#include "CDirectoryWatcherShims.h"
+#ifdef __linux__
 #include <pthread.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -11,7 +14,6 @@
 #include <sys/mman.h>
 #include <sys/vfs.h>
 #include <unistd.h>
-#include "CDirectoryWatcherShims.h"
 
 int cdw_epoll_ctl(int epfd, int op, int fd, uint32_t events, uint64_t token) {
     struct epoll_event event = { .events = events, .data.u64 = token };
@@ -129,3 +131,9 @@ int64_t cdw_file_system_type(const char *path) {
     // f_type is a signed word; the magic numbers are 32-bit patterns (CIFS's has the top bit set).
     return (int64_t)(uint32_t)buffer.f_type;
 }
+
+int cdw_open_directory_at(int directory, const char *path, int options) {
+    int access = (options & CDW_OPEN_PATH_ONLY) ? O_PATH : O_RDONLY;
+    return openat(directory, path, access | O_DIRECTORY | O_CLOEXEC | ((options & CDW_OPEN_NO_FOLLOW) ? O_NOFOLLOW : 0));
+}
+#endif // __linux__

@@ -444,6 +444,54 @@ final class EndToEndTests: XCTestCase {
         }
     }
 
+    /// Out of descriptors (`ulimit -n`): the message names the process's limit and how to raise
+    /// it, not inotify's instance limit. (Four: what the dynamic loader needs to start dirwatch,
+    /// and one descriptor short of what its event loop opens.)
+    func testDescriptorLimitIsNamedAsSuch() throws {
+        let run = try Run(
+            URL(fileURLWithPath: "/bin/sh"),
+            ["-c", #"ulimit -n 4 && exec "$0" "$@""#, Self.binary.path, directory.path])
+        XCTAssertEqual(try run.waitForExit(), 1)
+        let errors = run.errorOutput()
+        XCTAssertTrue(
+            errors.hasPrefix(
+                "dirwatch: cannot watch \"\(directory.path)\": this process's limit on open descriptors is reached "
+                    + "(RLIMIT_NOFILE, `ulimit -n`); close some or raise the limit: `ulimit -n 65536` in the shell"),
+            errors)
+        XCTAssertTrue(errors.contains("LimitNOFILE="), errors)
+        XCTAssertFalse(errors.contains("max_user_instances"), errors)
+    }
+
+    /// A directory deeper than PATH_MAX, watched from inside: `cd` there a level at a time (no
+    /// one path reaches it), then `dirwatch .`. Its changes carry their whole path.
+    func testWatchesADirectoryDeeperThanPathMaxFromInside() throws {
+        var levels = [open(directory.path, O_RDONLY | O_DIRECTORY)]
+        var names: [String] = []
+        defer {
+            unlinkat(levels.last!, "made", 0)
+            for (level, name) in zip(levels.dropLast(), names).reversed() { unlinkat(level, name, AT_REMOVEDIR) }
+            for fd in levels { close(fd) }
+        }
+        for level in 0..<20 {
+            let name = "level-\(level)-" + String(repeating: "d", count: 240)
+            XCTAssertEqual(mkdirat(levels.last!, name, 0o755), 0)
+            levels.append(openat(levels.last!, name, O_RDONLY | O_DIRECTORY))
+            names.append(name)
+        }
+        let deep = ([directory.path] + names).joined(separator: "/")
+        XCTAssertGreaterThan(deep.utf8.count, Int(PATH_MAX))
+        // -P: dash's logical cd would chdir to the whole path, which is too long.
+        let script = #"cd -P "$1" && "# + names.map { "cd -P \($0) && " }.joined() + #"exec "$0" --json ."#
+        let run = try Run(URL(fileURLWithPath: "/bin/sh"), ["-c", script, Self.binary.path, directory.path])
+        try run.waitUntilEstablished()
+        let file = openat(levels.last!, "made", O_CREAT | O_WRONLY, 0o644)
+        XCTAssertGreaterThanOrEqual(file, 0)
+        close(file)
+        XCTAssertEqual(try run.nextJSON(), ["kind": "created", "path": deep + "/made", "isDirectory": false])
+        run.interrupt()
+        XCTAssertEqual(try run.waitForExit(), 0)
+    }
+
     private func readLine(_ fd: Int32) -> String {
         var line: [UInt8] = []
         var byte: UInt8 = 0

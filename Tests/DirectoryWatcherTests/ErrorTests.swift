@@ -135,6 +135,63 @@ final class ErrorTests: WatchedDirectoryTestCase {
         }
     }
 
+    /// `EMFILE` from `inotify_init1` with no other descriptor to be had either: the process's
+    /// limit, not the user's instances, and the message says how to raise it.
+    func testDescriptorLimitAtInotifyInitNamesTheProcessLimit() {
+        let calls = SystemCalls.live.failing(\.inotifyInit1, errno: EMFILE).failing(\.eventfd, errno: EMFILE)
+        XCTAssertThrowsError(try EventLoop(system: System(calls))) { error in
+            let failure = error as! SyscallError
+            XCTAssertEqual(failure.function, "inotify_init1")
+            XCTAssertTrue(failure.processOutOfDescriptors)
+            let watchError = DirectoryWatcherError(failure, path: "/srv/x")
+            XCTAssertEqual(watchError.code, .descriptorLimitReached)
+            XCTAssertEqual(
+                watchError.description,
+                #"cannot watch "/srv/x": this process's limit on open descriptors is reached (RLIMIT_NOFILE, "#
+                    + "`ulimit -n`); close some or raise the limit: `ulimit -n 65536` in the shell that starts "
+                    + "the program, `LimitNOFILE=65536` in its systemd unit")
+        }
+    }
+
+    /// The instance limit's probe opens a descriptor only to close it again.
+    func testInstanceLimitProbeLeavesNoDescriptor() {
+        let descriptors = ProcessResources.openDescriptors()
+        XCTAssertThrowsError(try EventLoop(system: System(.live.failing(\.inotifyInit1, errno: EMFILE)))) { error in
+            XCTAssertEqual((error as? SyscallError)?.processOutOfDescriptors, false)
+        }
+        XCTAssertEqual(ProcessResources.openDescriptors(), descriptors)
+    }
+
+    /// The real limit: RLIMIT_NOFILE lowered, for the moment the loop takes to start, to the
+    /// lowest free descriptor number, so that the kernel refuses every new descriptor.
+    func testDescriptorLimitReachedForRealIsTheProcessLimit() throws {
+        var saved = rlimit()
+        XCTAssertEqual(getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &saved), 0)
+        let lowest = open("/dev/null", O_RDONLY | O_CLOEXEC)
+        XCTAssertGreaterThanOrEqual(lowest, 0)
+        close(lowest)
+        var lowered = saved
+        lowered.rlim_cur = rlim_t(lowest)
+        XCTAssertEqual(setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &lowered), 0)
+        let failure: SyscallError?
+        do {
+            try EventLoop().shutdown()
+            failure = nil
+        } catch {
+            failure = error
+        }
+        XCTAssertEqual(setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &saved), 0)
+        XCTAssertEqual(failure?.function, "inotify_init1")
+        XCTAssertEqual(failure?.errno, EMFILE)
+        XCTAssertEqual(failure.map { DirectoryWatcherError($0, path: "/srv/x").code }, .descriptorLimitReached)
+    }
+
+    func testSystemWideFileLimitNamesFileMax() {
+        let error = DirectoryWatcherError(SyscallError(function: "epoll_create1", errno: ENFILE), path: "/x")
+        XCTAssertEqual(error.code, .descriptorLimitReached)
+        XCTAssertTrue(error.description.contains("fs.file-max"), error.description)
+    }
+
     func testDescriptorLimitOutsideInotify() {
         XCTAssertThrowsError(try EventLoop(system: System(.live.failing(\.epollCreate1, errno: EMFILE)))) { error in
             XCTAssertEqual(DirectoryWatcherError(error as! SyscallError, path: "/x").code, .descriptorLimitReached)

@@ -1,6 +1,11 @@
 #ifndef C_DIRECTORY_WATCHER_SHIMS_H
 #define C_DIRECTORY_WATCHER_SHIMS_H
 
+// inotify and epoll exist on Linux alone: elsewhere, one clear error instead of one per header.
+#if !defined(__linux__)
+#error "DirectoryWatcher is for Linux only: it is built on inotify and epoll, which this system does not have"
+#else
+
 #include <pthread.h>
 #include <stdint.h>
 #include <sys/epoll.h>
@@ -69,7 +74,14 @@ long cdw_getdents64(int fd, void *buffer, unsigned long count);
 /// open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC), with O_NOFOLLOW when `no_follow` is not 0 (a
 /// symbolic link is then refused with ELOOP); -1 with errno set.
 int cdw_open_directory(const char *path, int no_follow);
+/// Options of cdw_open_directory_at.
+#define CDW_OPEN_PATH_ONLY 1 // O_PATH instead of O_RDONLY: names the directory, reads nothing
+#define CDW_OPEN_NO_FOLLOW 2 // O_NOFOLLOW
+/// openat(directory, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) with the options above (O_PATH is
+/// hidden behind _GNU_SOURCE); -1 with errno set.
+int cdw_open_directory_at(int directory, const char *path, int options);
 /// The process environment (`environ`), which Swift 6 cannot read as a global variable.
 char *const *cdw_environ(void);
 
+#endif // __linux__
 #endif

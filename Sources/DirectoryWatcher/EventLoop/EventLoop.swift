@@ -82,12 +82,15 @@ final class EventLoop: @unchecked Sendable {
         self.clock = clock
         var opened: [Int32] = []
         let barrierWD: Int32
-        do {
+        do throws(SyscallError) {
             var unavailable: SyscallError?
-            do {
+            do throws(SyscallError) {
                 inotifyFD = try system.inotifyInit()
                 opened.append(inotifyFD)
-            } catch  where startsWithoutInotify && (error.errno == ENOSYS || error.errno == EMFILE) {
+            } catch {
+                // (Out of descriptors, the process could not poll either: that is the error.)
+                let missing = error.errno == ENOSYS || (error.errno == EMFILE && !error.processOutOfDescriptors)
+                guard startsWithoutInotify && missing else { throw error }
                 inotifyFD = -1
                 unavailable = error
             }

@@ -35,6 +35,11 @@ public final class DirectoryWatcher: @unchecked Sendable {
     /// The watched directory's absolute path, or for a file watch the file's (relative paths are
     /// resolved against the current directory when the watcher is made; symbolic links are kept
     /// as given). MHWDirectoryWatcher's `watchedPath`.
+    ///
+    /// It may be longer than PATH_MAX (4,096 bytes): such a directory is opened a few components
+    /// at a time and watched through its descriptor, and changes carry their whole path. When
+    /// `getcwd` cannot give a current directory that deep, the library finds its path by walking
+    /// up through `..`, so `path` is still the exact absolute path.
     public let path: FileSystemPath
 
     /// What the watcher was asked to report.

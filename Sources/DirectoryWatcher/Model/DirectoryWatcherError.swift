@@ -30,10 +30,13 @@ public struct DirectoryWatcherError: Error, Hashable, Sendable, CustomStringConv
         /// The per-user limit on inotify watches is reached (`ENOSPC` from `inotify_add_watch`).
         /// Not a full disk: raise `fs.inotify.max_user_watches`.
         case watchLimitReached
-        /// The per-user limit on inotify instances is reached (`EMFILE` from `inotify_init1`).
-        /// Raise `fs.inotify.max_user_instances`.
+        /// The per-user limit on inotify instances is reached (`EMFILE` from `inotify_init1`
+        /// while the process could still open other descriptors). Raise
+        /// `fs.inotify.max_user_instances`.
         case instanceLimitReached
-        /// The process or system is out of descriptors (`EMFILE`/`ENFILE` outside inotify_init1).
+        /// The process is out of descriptors (`EMFILE`: its limit, `RLIMIT_NOFILE`, which
+        /// `ulimit -n` shows and `LimitNOFILE=` sets for a systemd service), or the system is
+        /// (`ENFILE`: `fs.file-max`). ``errno`` says which.
         case descriptorLimitReached
         /// The kernel could not allocate memory (`ENOMEM`).
         case outOfMemory
@@ -96,8 +99,13 @@ public struct DirectoryWatcherError: Error, Hashable, Sendable, CustomStringConv
         case .instanceLimitReached:
             return "the inotify instance limit is reached (fs.inotify.max_user_instances): other programs of "
                 + "this user hold the instances; raise the limit, for example `sysctl fs.inotify.max_user_instances=1024`"
+        case .descriptorLimitReached where errno == ENFILE:
+            return "the system's limit on open files is reached (fs.file-max); close files elsewhere or raise "
+                + "the limit, for example `sysctl fs.file-max=2097152`"
         case .descriptorLimitReached:
-            return "too many open files; close some or raise the limit (ulimit -n)"
+            return "this process's limit on open descriptors is reached (RLIMIT_NOFILE, `ulimit -n`); close "
+                + "some or raise the limit: `ulimit -n 65536` in the shell that starts the program, "
+                + "`LimitNOFILE=65536` in its systemd unit"
         case .outOfMemory: return "the kernel is out of memory"
         case .invalidOption: return "an option cannot be used"
         case .invalidated:

@@ -3,7 +3,8 @@ import Glibc
 extension DirectoryWatcherError {
     /// The public error for a failed system call, naming the path the caller gave. Which `errno`
     /// means what depends on the call: `ENOSPC` from `inotify_add_watch` is the watch limit, not
-    /// a full disk; `EMFILE` from `inotify_init1` is the instance limit.
+    /// a full disk; `EMFILE` from `inotify_init1` is the instance limit, unless the process was
+    /// out of descriptors too.
     init(_ error: SyscallError, path: String, detail: String? = nil) {
         let code: Code
         switch (error.errno, error.function) {
@@ -13,7 +14,7 @@ extension DirectoryWatcherError {
         case (ENAMETOOLONG, _): code = .nameTooLong
         case (ELOOP, _): code = .symbolicLinkLoop
         case (ENOSPC, "inotify_add_watch"): code = .watchLimitReached
-        case (EMFILE, "inotify_init1"): code = .instanceLimitReached
+        case (EMFILE, "inotify_init1") where !error.processOutOfDescriptors: code = .instanceLimitReached
         case (EMFILE, _), (ENFILE, _): code = .descriptorLimitReached
         case (ENOMEM, _): code = .outOfMemory
         default: code = .other(errno: error.errno)

@@ -8,6 +8,9 @@ struct SyscallError: Error, Equatable, CustomStringConvertible {
     var function: String
     /// The value of `errno` right after the call.
     var errno: Int32
+    /// For `EMFILE` from `inotify_init1`: the process is out of descriptors (RLIMIT_NOFILE), not
+    /// the user out of inotify instances (``System/inotifyInit()`` looks).
+    var processOutOfDescriptors = false
 
     var description: String { "\(function): \(SyscallError.describe(errno))" }
 

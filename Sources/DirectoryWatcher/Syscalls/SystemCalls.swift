@@ -33,6 +33,8 @@ struct SystemCalls: Sendable {
         ) -> Int32
     var readlink: @Sendable (_ path: UnsafePointer<CChar>, _ buffer: UnsafeMutablePointer<CChar>, _ size: Int) -> Int
     var openDirectory: @Sendable (_ path: UnsafePointer<CChar>, _ noFollow: Bool) -> Int32
+    /// `openat` of a directory; `options` are `CDW_OPEN_PATH_ONLY` and `CDW_OPEN_NO_FOLLOW`.
+    var openDirectoryAt: @Sendable (_ directory: Int32, _ path: UnsafePointer<CChar>, _ options: Int32) -> Int32
     var openFile: @Sendable (_ path: UnsafePointer<CChar>) -> Int32
     var getdents64: @Sendable (_ fd: Int32, _ buffer: UnsafeMutableRawPointer, _ count: Int) -> Int
     var entryStatus:
@@ -60,6 +62,7 @@ struct SystemCalls: Sendable {
         pthreadCreate: { cdw_thread_create($0, $2, $1) },
         readlink: { Glibc.readlink($0, $1, $2) },
         openDirectory: { cdw_open_directory($0, $1 ? 1 : 0) },
+        openDirectoryAt: { cdw_open_directory_at($0, $1, $2) },
         openFile: { Glibc.open($0, O_RDONLY | O_CLOEXEC) },
         getdents64: { cdw_getdents64($0, $1, UInt($2)) },
         entryStatus: { cdw_entry_status_at($0, $1, $2) },
@@ -114,8 +117,29 @@ struct System: Sendable {
         }
     }
 
+    /// The corresponding C function is `inotify_init1`. Its `EMFILE` says which limit it hit
+    /// (``SyscallError/processOutOfDescriptors``).
     func inotifyInit() throws(SyscallError) -> Int32 {
-        try retrying("inotify_init1") { calls.inotifyInit1(Int32(IN_NONBLOCK | IN_CLOEXEC)) }
+        do {
+            return try retrying("inotify_init1") { calls.inotifyInit1(Int32(IN_NONBLOCK | IN_CLOEXEC)) }
+        } catch  where error.errno == EMFILE {
+            // EMFILE is either limit: this user's inotify instances, or this process's
+            // descriptors. Another kind of descriptor tells them apart.
+            var failure = error
+            failure.processOutOfDescriptors = !canOpenAnotherDescriptor()
+            throw failure
+        }
+    }
+
+    /// Whether the process can open one more descriptor: an eventfd, the cheapest kind, opened and
+    /// closed at once. (Racy, as any such check is; it only chooses what an error message says.)
+    private func canOpenAnotherDescriptor() -> Bool {
+        let fd = calls.eventfd(0, Int32(EFD_CLOEXEC))
+        if fd >= 0 {
+            close(fd)
+            return true
+        }
+        return Glibc.errno != EMFILE
     }
 
     /// The corresponding C function is `inotify_add_watch`.
@@ -221,13 +245,92 @@ struct System: Sendable {
                 continue
             }
             if code == EINTR { continue }
+            // Past PATH_MAX the getcwd system call gives up (glibc then walks up itself, other C
+            // libraries do not).
+            if code == ENAMETOOLONG { return try currentDirectoryWalkingUp() }
             throw SyscallError(function: "getcwd", errno: code)
         }
+    }
+
+    /// The current directory's path found as getcwd(3) finds it without the kernel's help: from
+    /// the directory up through `..` to `/`, each directory's name read from its parent's listing
+    /// (the entry with its device and inode). Each directory on the way must be readable.
+    private func currentDirectoryWalkingUp() throws(SyscallError) -> FileSystemPath {
+        let dot = Array(".".utf8)
+        var directory = try openDirectory(at: AT_FDCWD, dot[...], options: CDW_OPEN_PATH_ONLY)
+        defer { close(directory) }
+        guard let root = try entryStatus(in: AT_FDCWD, name: Array("/".utf8)),
+            var here = try entryStatus(in: directory, name: dot)
+        else { throw SyscallError(function: "getcwd", errno: ENOENT) }
+        var names: [[UInt8]] = []
+        while here.device != root.device || here.inode != root.inode {
+            let parent = try openDirectory(at: directory, Array("..".utf8)[...], options: 0)
+            close(directory)
+            directory = parent
+            guard let above = try entryStatus(in: parent, name: dot) else {
+                throw SyscallError(function: "getcwd", errno: ENOENT)
+            }
+            // Its own parent: the root of a chroot or of a mount namespace, where `/` leads.
+            if above.device == here.device && above.inode == here.inode { break }
+            // No entry of the parent is this directory: it was removed, as getcwd then says.
+            guard let name = try entryName(of: here, in: parent) else {
+                throw SyscallError(function: "getcwd", errno: ENOENT)
+            }
+            names.append(name)
+            here = above
+        }
+        var path: [UInt8] = []
+        for name in names.reversed() {
+            path.append(UInt8(ascii: "/"))
+            path += name
+        }
+        return FileSystemPath(bytes: path.isEmpty ? Array("/".utf8) : path)
+    }
+
+    /// The name under which the directory `directory` (open for reading) holds the directory
+    /// `target`. The listing's inode is tried first; every subdirectory after, since a mount
+    /// point's entry (and an overlay's) lists another inode than the directory it leads to.
+    private func entryName(of target: EntryStatus, in directory: Int32) throws(SyscallError) -> [UInt8]? {
+        var likely: [[UInt8]] = []
+        var others: [[UInt8]] = []
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 32 * 1024, alignment: 8)
+        defer { buffer.deallocate() }
+        while true {
+            let count = try readDirectory(directory, into: buffer)
+            if count == 0 { break }
+            DirectoryEntryParser.forEach(UnsafeRawBufferPointer(rebasing: buffer[..<count])) { name, inode, type in
+                if inode == target.inode {
+                    likely.append(Array(name))
+                } else if DirectoryEntryParser.kind(type) ?? .directory == .directory {
+                    others.append(Array(name))
+                }
+            }
+        }
+        for name in likely + others {
+            if let status = try entryStatus(in: directory, name: name), status.device == target.device,
+                status.inode == target.inode
+            {
+                return name
+            }
+        }
+        return nil
     }
 
     /// The target of the symbolic link at `path`; nil when `path` is not a symbolic link
     /// (`EINVAL`) or names nothing (`ENOENT`). The corresponding C function is `readlink`.
     func symbolicLinkTarget(_ path: FileSystemPath) throws(SyscallError) -> FileSystemPath? {
+        if Self.isTooLong(path) {
+            // Through its directory, opened in steps: `/proc/self/fd/N/name` is short, and the
+            // kernel reads the link named by its last component without following it.
+            let parent: Int32
+            do {
+                parent = try openDirectoryReference(path.parent, followingLinks: true)
+            } catch  where error.errno == ENOENT {
+                return nil
+            }
+            defer { close(parent) }
+            return try symbolicLinkTarget(FileSystemPath("/proc/self/fd/\(parent)").appending(path.lastComponent))
+        }
         var size = 256
         while true {
             var buffer = [CChar](repeating: 0, count: size)
@@ -251,10 +354,64 @@ struct System: Sendable {
     /// Opens the directory at `path` for listing. The corresponding C function is `open`, with
     /// `O_DIRECTORY`.
     /// Opens a directory to list it (and, for a tree, to watch exactly the directory listed).
-    /// Not following links, a symbolic link at `path` is refused with `ELOOP`.
+    /// Not following links, a symbolic link at `path` is refused with `ELOOP`. A path too long
+    /// for one system call (``isTooLong(_:)``) is opened in steps.
     func openDirectory(_ path: FileSystemPath, followingLinks: Bool = true) throws(SyscallError) -> Int32 {
-        try path.withCString { pointer throws(SyscallError) in
+        if Self.isTooLong(path) {
+            return try openInSteps(path, options: followingLinks ? 0 : CDW_OPEN_NO_FOLLOW)
+        }
+        return try path.withCString { pointer throws(SyscallError) in
             try retrying("open") { calls.openDirectory(pointer, !followingLinks) }
+        }
+    }
+
+    /// Whether `path` is too long for a system call: PATH_MAX bytes with its NUL, though the
+    /// directory it names may be as deep as any.
+    static func isTooLong(_ path: FileSystemPath) -> Bool {
+        path.bytes.count >= Int(PATH_MAX)
+    }
+
+    /// Opens the directory at `path` with `O_PATH`, in steps: a descriptor that names the
+    /// directory without reading it, to watch it through `/proc/self/fd` when its path is too long
+    /// for `inotify_add_watch`. Unlike an open for reading, it raises no event on the directory,
+    /// and needs search permission only.
+    func openDirectoryReference(_ path: FileSystemPath, followingLinks: Bool) throws(SyscallError) -> Int32 {
+        try openInSteps(path, options: CDW_OPEN_PATH_ONLY | (followingLinks ? 0 : CDW_OPEN_NO_FOLLOW))
+    }
+
+    /// Opens the directory at `path`, of any length, with `options` (``SystemCalls/openDirectoryAt``):
+    /// each step opens with `O_PATH` as many whole components as fit in a system call, relative to
+    /// the directory the step before reached; the last opens the directory itself. The kernel
+    /// resolves links and `..` within each step, and so along the path, as in one lookup.
+    private func openInSteps(_ path: FileSystemPath, options: Int32) throws(SyscallError) -> Int32 {
+        let bytes = path.bytes
+        let slash = UInt8(ascii: "/")
+        let longest = Int(PATH_MAX) - 1
+        var directory = AT_FDCWD
+        defer { if directory != AT_FDCWD { close(directory) } }
+        var start = 0
+        while bytes.count - start > longest {
+            // Up to the last slash that fits; none past the start: one name longer than a path.
+            guard let cut = bytes[start..<(start + longest)].lastIndex(of: slash), cut > start else {
+                throw SyscallError(function: "open", errno: ENAMETOOLONG)
+            }
+            let reached = try openDirectory(at: directory, bytes[start..<cut], options: CDW_OPEN_PATH_ONLY)
+            if directory != AT_FDCWD { close(directory) }
+            directory = reached
+            // The rest is relative to `reached`: a slash left at its start would make it absolute.
+            start = cut + 1
+            while start < bytes.count && bytes[start] == slash { start += 1 }
+        }
+        return try openDirectory(
+            at: directory, start < bytes.count ? bytes[start...] : [UInt8(ascii: ".")][...], options: options)
+    }
+
+    /// `openat` of the directory `path` relative to `directory` (`AT_FDCWD`: the current one).
+    private func openDirectory(at directory: Int32, _ path: ArraySlice<UInt8>, options: Int32) throws(SyscallError)
+        -> Int32
+    {
+        try FileSystemPath(bytes: path).withCString { pointer throws(SyscallError) in
+            try retrying("open") { calls.openDirectoryAt(directory, pointer, options) }
         }
     }
 

@@ -76,8 +76,16 @@ struct WatchTable<Subscriber: AnyObject> {
     /// The kernel half of ``add(_:directory:mask:flags:only:node:)``: the system call alone,
     /// which touches no state of the table, so a tree's walk can make it from several threads
     /// and ``insert(_:wd:directory:mask:only:node:)`` the descriptors afterwards, on the loop.
+    /// A path too long for `inotify_add_watch` (past PATH_MAX) is watched through a descriptor
+    /// opened in steps.
     func kernelWatch(_ directory: FileSystemPath, mask: UInt32, flags: UInt32) throws(SyscallError) -> Int32 {
-        try system.inotifyAddWatch(inotifyFD, path: directory, mask: mask | flags | InotifyMask.maskAdd)
+        if System.isTooLong(directory) {
+            let fd = try system.openDirectoryReference(
+                directory, followingLinks: flags & InotifyMask.dontFollow == 0)
+            defer { system.close(fd) }
+            return try kernelWatch(openDirectory: fd, mask: mask, flags: flags)
+        }
+        return try system.inotifyAddWatch(inotifyFD, path: directory, mask: mask | flags | InotifyMask.maskAdd)
     }
 
     /// Adds (or extends) the kernel watch of the directory open as `directory`, whatever its
