@@ -170,12 +170,18 @@ final class TreeTests: WatchedDirectoryTestCase {
         }
     }
 
-    /// A tree moved in whose directory is renamed while it is walked: what was in the renamed
-    /// directory's subdirectory is reported, under its new path, once the rename's event comes.
-    func testATreeMovedInAndRenamedWhileItIsWalkedLosesNothing() throws {
+    /// A tree outside the watched one, to move in: `out/x/y/report.txt`.
+    private func outsideTree() -> TemporaryDirectory {
         let outside = TemporaryDirectory()
         for made in ["out", "out/x", "out/x/y"] { XCTAssertEqual(Glibc.mkdir(outside.url(made), 0o755), 0) }
         outside.touch("out/x/y/report.txt")
+        return outside
+    }
+
+    /// A tree moved in whose directory is renamed while it is walked: what was in the renamed
+    /// directory's subdirectory is reported, under its new path, once the rename's event comes.
+    func testATreeMovedInAndRenamedWhileItIsWalkedLosesNothing() throws {
+        let outside = outsideTree()
         let (from, to) = (directory.url("out/x"), directory.url("out/z"))
         let loop = try watchTree(on: calls(renamingAt: "/out/x/y") { _ = Glibc.rename(from, to) })
         defer { loop.shutdown() }
@@ -198,9 +204,7 @@ final class TreeTests: WatchedDirectoryTestCase {
     /// the new name, reported as created; the kernel's event for the rename, queued since the
     /// watch, is a repeat of what the listing showed, and is not reported again.
     func testARenameTheListingAlreadyShowsIsNotReportedAgain() throws {
-        let outside = TemporaryDirectory()
-        for made in ["out", "out/x", "out/x/y"] { XCTAssertEqual(Glibc.mkdir(outside.url(made), 0o755), 0) }
-        outside.touch("out/x/y/report.txt")
+        let outside = outsideTree()
         let (from, to) = (directory.url("out/x"), directory.url("out/z"))
         let loop = try watchTree(on: calls(renamingAt: "/out", whenWatched: true) { _ = Glibc.rename(from, to) })
         defer { loop.shutdown() }
