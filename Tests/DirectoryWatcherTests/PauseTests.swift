@@ -146,6 +146,42 @@ final class PauseTests: WatchedDirectoryTestCase {
         XCTAssertEqual(resumeAndTakeBatch(), [DirectoryChange(.created, second)])
     }
 
+    /// Paused while its backlog had overflowed (a blocked callback, a backlog of 8), resumed,
+    /// and overflowing again before the callback returns: every file is reported, the ones made
+    /// after the resume too. (The catch-up the pause took over must not leave the watcher
+    /// marked as overflowing, which would drop its later changes for good.)
+    func testAPauseWhileTheBacklogOverflowedLosesNothing() throws {
+        let release = DispatchSemaphore(value: 0)
+        let blocked = expectation(description: "blocked")
+        try watch {
+            try DirectoryWatcher.make(
+                path: directory.path, delegate: $0, queue: nil, backlog: DirectoryWatcher.Backlog(limit: 8))
+        }
+        recorder.onFirstBatch { _, _ in
+            blocked.fulfill()
+            release.wait()
+        }
+        let probe = try DirectoryWatcher.watchFolder(path: directory.path) { _ in }
+        defer { probe.invalidate() }
+        var made = [directory.touch("first")]
+        wait(for: [blocked], timeout: 10)
+        made += (0..<20).map { directory.touch("early-\($0)") }
+        waitForDelivery(probe)
+        XCTAssertTrue(watcher.pause())
+        XCTAssertTrue(watcher.resume())
+        made += (0..<20).map { directory.touch("late-\($0)") }
+        waitForDelivery(probe)
+        release.signal()
+        waitForDelivery(watcher)
+        waitForDelivery(watcher)
+        let reported = Set(recorder.changes.filter { $0.kind == .created }.map(\.path))
+        XCTAssertEqual(reported, Set(made.map { FileSystemPath($0) }), "every file, the late ones too")
+        // And then as before.
+        recorder.reset()
+        let after = directory.touch("after")
+        XCTAssertEqual(delivered(), [DirectoryChange(.created, after)])
+    }
+
     func testTheDirectoryRemovedWhilePausedIsToldAtOnce() throws {
         let path = directory.mkdir("goes")
         try watch { try DirectoryWatcher.watchFolder(path: path, delegate: $0) }

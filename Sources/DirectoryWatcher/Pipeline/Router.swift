@@ -423,6 +423,9 @@ final class Router {
             // Owed a catch-up: what it was told is what it knew when its backlog overflowed, and
             // the changes it missed since are found on resuming, with every directory listed.
             subscription.loop.catchUp = nil
+            // No longer owed: a backlog that overflows again after the pause owes a catch-up of
+            // its own (while still marked overflowing, its changes would be dropped for good).
+            subscription.loop.isOverflowing = false
             catchUpsDue.removeAll { $0 === subscription }
             pause.baseline = catchUp.baseline
             pause.lostEvents = true
