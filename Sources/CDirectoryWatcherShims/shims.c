@@ -13,6 +13,9 @@
 #include <sys/sysmacros.h>
 #include <sys/mman.h>
 #include <sys/vfs.h>
+#include <sys/fanotify.h>
+#include <string.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 int cdw_epoll_ctl(int epfd, int op, int fd, uint32_t events, uint64_t token) {
@@ -136,4 +139,62 @@ int cdw_open_directory_at(int directory, const char *path, int options) {
     int access = (options & CDW_OPEN_PATH_ONLY) ? O_PATH : O_RDONLY;
     return openat(directory, path, access | O_DIRECTORY | O_CLOEXEC | ((options & CDW_OPEN_NO_FOLLOW) ? O_NOFOLLOW : 0));
 }
+#ifndef FAN_REPORT_TARGET_FID
+#define FAN_REPORT_TARGET_FID 0x00001000
+#endif
+
+int cdw_fanotify_init(void) {
+    unsigned int flags = FAN_CLASS_NOTIF | FAN_CLOEXEC | FAN_NONBLOCK | FAN_REPORT_DFID_NAME | FAN_REPORT_FID;
+    // The entry's own handle with every event of a name (5.17): a new directory is known by it.
+    int fd = fanotify_init(flags | FAN_REPORT_TARGET_FID, O_RDONLY | O_LARGEFILE);
+    if (fd < 0 && errno == EINVAL) fd = fanotify_init(flags, O_RDONLY | O_LARGEFILE);
+    return fd;
+}
+
+int cdw_fanotify_mark_filesystem(int fd, int add, uint64_t mask, const char *path) {
+    return fanotify_mark(fd, FAN_MARK_FILESYSTEM | (add ? FAN_MARK_ADD : FAN_MARK_REMOVE), mask, AT_FDCWD, path);
+}
+
+int cdw_name_to_handle(int directory, const char *name, int32_t *type, uint8_t *buffer, uint32_t *length) {
+    // MAX_HANDLE_SZ (128) bytes of handle after the header.
+    union {
+        struct file_handle handle;
+        unsigned char bytes[sizeof(struct file_handle) + 128];
+    } storage;
+    storage.handle.handle_bytes = 128;
+    int mount_id;
+    if (name_to_handle_at(directory, name ? name : "", &storage.handle, &mount_id, name ? 0 : AT_EMPTY_PATH) != 0)
+        return -1;
+    if (storage.handle.handle_bytes > *length) {
+        errno = EOVERFLOW;
+        return -1;
+    }
+    *type = storage.handle.handle_type;
+    *length = storage.handle.handle_bytes;
+    memcpy(buffer, storage.handle.f_handle, storage.handle.handle_bytes);
+    return 0;
+}
+
+int cdw_open_by_handle(int mount_fd, int32_t type, const uint8_t *bytes, uint32_t length) {
+    if (length > 128) {
+        errno = EINVAL;
+        return -1;
+    }
+    union {
+        struct file_handle handle;
+        unsigned char bytes[sizeof(struct file_handle) + 128];
+    } storage;
+    storage.handle.handle_bytes = length;
+    storage.handle.handle_type = type;
+    memcpy(storage.handle.f_handle, bytes, length);
+    return open_by_handle_at(mount_fd, &storage.handle, O_PATH | O_CLOEXEC);
+}
+
+int cdw_file_system_id(int fd, uint8_t *id) {
+    struct statfs status;
+    if (fstatfs(fd, &status) != 0) return -1;
+    memcpy(id, &status.f_fsid, 8);
+    return 0;
+}
+
 #endif // __linux__

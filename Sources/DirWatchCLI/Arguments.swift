@@ -23,6 +23,8 @@ public struct Options: Equatable, Sendable {
     /// Poll every so many seconds at most instead of using inotify (`--poll`); nil lets the
     /// library choose (it polls network and shared file systems by itself).
     public var poll: Double?
+    /// `--backend`: inotify or fanotify forced; nil lets the library choose (`--poll` polls).
+    public var backend: DirectoryWatcher.Backend?
     /// With ``settle``: the longest a change waits, in seconds; nil for the library's default.
     public var settleMax: Double?
     public var once = false
@@ -94,7 +96,7 @@ public func parseArguments(_ arguments: [String]) throws(UsageError) -> Invocati
         if inlineValue != nil
             && ![
                 "--exclude", "--settle", "--settle-max", "--file", "--event", "--events", "--debounce", "--grace",
-                "--poll",
+                "--poll", "--backend",
             ].contains(name)
         {
             throw UsageError("\(name) takes no value")
@@ -156,6 +158,14 @@ public func parseArguments(_ arguments: [String]) throws(UsageError) -> Invocati
                     "--poll takes a number of seconds above 0 and at most \(Int(maximumSeconds)), not '\(text)'")
             }
             options.poll = seconds
+        case "--backend":
+            let text = try optionValue()
+            switch text {
+            case "automatic": options.backend = .automatic
+            case "inotify": options.backend = .inotify
+            case "fanotify": options.backend = .fanotify
+            default: throw UsageError("--backend takes automatic, inotify or fanotify, not '\(text)' (--poll polls)")
+            }
         case "--settle", "--settle-max":
             let text = try optionValue()
             guard let seconds = Double(text), seconds.isFinite, seconds > 0, seconds <= maximumSeconds else {
@@ -270,7 +280,11 @@ public let usage = #"""
                             SIGINT or SIGTERM kills it at once
       -r, --recursive       watch every directory below each PATH too, as they come and go
                             (symbolic links are not followed; --exclude filters what is printed,
-                            excluded directories are still watched)
+                            excluded directories are still watched). With CAP_SYS_ADMIN (root),
+                            through fanotify: one mark for the whole file system, ready at once
+                            whatever the tree's size; else through inotify. Said on stderr
+          --backend NAME    automatic (the default), inotify, or fanotify (-r only; fails, saying
+                            why, where it cannot be used)
           --poll [SECONDS]  poll every SECONDS at most (default 1; four times faster while changes
                             come) instead of using inotify. Without it, network and shared file
                             systems (NFS, SMB, 9p, sshfs and other FUSE mounts), whose changes made

@@ -107,7 +107,8 @@ private final class Session: DirectoryWatcherDelegate, @unchecked Sendable {
         }
         let watchOptions = DirectoryWatcher.Options(
             events: options.events, delivery: .eventLoopThread, recursive: options.recursive,
-            excludes: options.excludes, settling: settling, backend: options.poll == nil ? .automatic : .polling,
+            excludes: options.excludes, settling: settling,
+            backend: options.poll == nil ? options.backend ?? .automatic : .polling,
             pollingInterval: .seconds(options.poll ?? 1))
         // A file given as a PATH is watched as --file watches it, as inotifywait takes files too.
         let targets = options.paths.map { ($0, isRegularFile($0)) } + options.files.map { ($0, true) }
@@ -127,6 +128,12 @@ private final class Session: DirectoryWatcherDelegate, @unchecked Sendable {
                 // Polling (asked for, or chosen where inotify is blind) and what cannot be seen
                 // are the user's to know: otherwise a watch of /proc prints nothing, for ever.
                 if let choice = watcher.backendChoice {
+                    // A tree's backend decides what it costs and what it needs: said for -r.
+                    if options.recursive && choice.kind != .polling && !isFile {
+                        writeError(
+                            "dirwatch: \(choice.kind == .fanotify ? "fanotify" : "inotify") for \(watcher.path): \(choice.reason)\n"
+                        )
+                    }
                     if choice.kind == .polling {
                         let every = choice.interval.map { " every \(Self.seconds($0)) s" } ?? ""
                         writeError("dirwatch: polling \(watcher.path)\(every): \(choice.reason)\n")

@@ -4,25 +4,42 @@ import XCTest
 @testable import DirectoryWatcher
 
 /// Recursive watching: every directory below the root, as it is and as it changes, with no race
-/// between a new directory's creation and its watch.
-final class TreeTests: WatchedDirectoryTestCase {
-    private func watchTree(
+/// between a new directory's creation and its watch. Through inotify here; the same tests run
+/// through fanotify in ``FanotifyTreeTests``.
+class TreeTests: WatchedDirectoryTestCase {
+    /// The backend every tree of these tests is watched through.
+    var backend: DirectoryWatcher.Backend { .inotify }
+    var usesInotify: Bool { backend == .inotify }
+
+    func watchTree(
         events: DirectoryWatcher.Events = .default, excludes: [String] = [], followsSymbolicLinks: Bool = false
     ) throws {
         let options = DirectoryWatcher.Options(
-            events: events, recursive: true, excludes: excludes, followsSymbolicLinks: followsSymbolicLinks)
+            events: events, recursive: true, excludes: excludes, followsSymbolicLinks: followsSymbolicLinks,
+            backend: backend)
         try watch { try DirectoryWatcher.watchFolder(path: directory.path, options: options, delegate: $0) }
+        XCTAssertEqual(watcher.backendChoice?.kind, usesInotify ? .inotify : .fanotify)
     }
 
-    private func mkdir(_ name: String) {
+    func mkdir(_ name: String) {
         XCTAssertEqual(Glibc.mkdir(directory.url(name), 0o755), 0, "mkdir \(name): \(String(cString: strerror(errno)))")
     }
 
-    private func rename(_ from: String, _ to: String) {
+    func rename(_ from: String, _ to: String) {
         XCTAssertEqual(Glibc.rename(from, to), 0, "rename \(from) \(to): \(String(cString: strerror(errno)))")
     }
 
-    private func path(_ name: String) -> FileSystemPath { FileSystemPath(directory.url(name)) }
+    func path(_ name: String) -> FileSystemPath { FileSystemPath(directory.url(name)) }
+
+    /// The inotify watches a change in the tree adds or drops: none through fanotify.
+    func watches(_ inotifyWatches: Int) -> Int { usesInotify ? inotifyWatches : 0 }
+
+    /// Whether the directory is watched: through inotify, it has a kernel watch; through
+    /// fanotify, it is a directory of the tree.
+    func isWatched(_ name: String) -> Bool {
+        if usesInotify { return ProcessResources.isWatched(directory.url(name)) }
+        return watcher.watchedDirectories().contains(name.isEmpty ? FileSystemPath(directory.path) : path(name))
+    }
 
     func testChangesDeepInATreeCarryTheirFullPath() throws {
         mkdir("a")
@@ -111,7 +128,7 @@ final class TreeTests: WatchedDirectoryTestCase {
     /// Runs `body` once, the first time a tree directory whose path ends with `suffix` is opened
     /// (just before), or, `whenWatched`, watched through its descriptor (just after): a rename made
     /// there falls between two steps of the walk, at the worst moment.
-    private func calls(
+    func calls(
         renamingAt suffix: String, whenWatched: Bool = false, _ body: @escaping @Sendable () -> Void
     ) -> SystemCalls {
         let done = LockedValue(false)
@@ -136,12 +153,13 @@ final class TreeTests: WatchedDirectoryTestCase {
         return calls
     }
 
-    private func watchTree(on calls: SystemCalls) throws -> EventLoop {
+    func watchTree(on calls: SystemCalls) throws -> EventLoop {
         let loop = try EventLoop(system: System(calls))
         try watch {
             try DirectoryWatcher.make(
-                path: directory.path, options: DirectoryWatcher.Options(recursive: true), delegate: $0, queue: nil,
-                loop: loop)
+                path: directory.path, options: DirectoryWatcher.Options(recursive: true, backend: backend),
+                delegate: $0,
+                queue: nil, loop: loop)
         }
         return loop
     }
@@ -231,7 +249,8 @@ final class TreeTests: WatchedDirectoryTestCase {
         outside.touch("a/b/f")
         outside.touch("a/g")
         XCTAssertEqual(delivered(), [])
-        XCTAssertEqual(ProcessResources.kernelWatches(), watches - 2, "the watches of a and a/b are let go")
+        XCTAssertEqual(
+            ProcessResources.kernelWatches(), watches - self.watches(2), "the watches of a and a/b are let go")
     }
 
     func testARemovedSubtreeIsLetGo() throws {
@@ -243,7 +262,7 @@ final class TreeTests: WatchedDirectoryTestCase {
         let changes = delivered()
         XCTAssertEqual(changes.last, DirectoryChange(.removed, directory.url("a"), directory: true))
         XCTAssertFalse(changes.contains { $0.kind == .rootRemoved }, "\(changes)")
-        XCTAssertEqual(ProcessResources.kernelWatches(), watches - 2, "the watches of a and a/b are gone")
+        XCTAssertEqual(ProcessResources.kernelWatches(), watches - self.watches(2), "the watches of a and a/b are gone")
         mkdir("a")
         directory.touch("a/f")
         XCTAssertEqual(
@@ -287,7 +306,7 @@ final class TreeTests: WatchedDirectoryTestCase {
     /// Watches the tree a, a/`name`, a/`name`/below, b on a loop whose system calls are `calls`
     /// (a failure injected for a/`name`), makes b/f, and returns what was delivered: the notices
     /// and the files created. The loop lives until `check` returns.
-    private func watchTree(
+    func watchTree(
         failingAt name: String, calls: SystemCalls,
         check: (_ notices: [DirectoryChange], _ created: [DirectoryChange]) -> Void
     ) throws {
@@ -296,8 +315,9 @@ final class TreeTests: WatchedDirectoryTestCase {
         defer { loop.shutdown() }
         try watch {
             try DirectoryWatcher.make(
-                path: directory.path, options: DirectoryWatcher.Options(recursive: true), delegate: $0, queue: nil,
-                loop: loop)
+                path: directory.path, options: DirectoryWatcher.Options(recursive: true, backend: backend),
+                delegate: $0,
+                queue: nil, loop: loop)
         }
         directory.touch("b/f")
         let changes = delivered()
@@ -351,10 +371,10 @@ final class TreeTests: WatchedDirectoryTestCase {
     func testExcludedDirectoriesCostNoKernelWatchAndReportNothing() throws {
         for name in ["a", "node_modules", "node_modules/x", "a/.git", "a/.git/objects"] { mkdir(name) }
         try watchTree(excludes: ["node_modules", ".git", "*.tmp"])
-        XCTAssertTrue(ProcessResources.isWatched(directory.path))
-        XCTAssertTrue(ProcessResources.isWatched(directory.url("a")))
+        XCTAssertTrue(isWatched(""))
+        XCTAssertTrue(isWatched("a"))
         for excluded in ["node_modules", "node_modules/x", "a/.git", "a/.git/objects"] {
-            XCTAssertFalse(ProcessResources.isWatched(directory.url(excluded)), "\(excluded) has a kernel watch")
+            XCTAssertFalse(isWatched(excluded), "\(excluded) is watched")
         }
         directory.touch("node_modules/x/f")
         directory.touch("a/.git/objects/f")
@@ -368,14 +388,14 @@ final class TreeTests: WatchedDirectoryTestCase {
                 DirectoryChange(.created, directory.url("a/b"), directory: true),
                 DirectoryChange(.created, directory.url("a/b/f")),
             ])
-        XCTAssertFalse(ProcessResources.isWatched(directory.url("a/b/.git")))
+        XCTAssertFalse(isWatched("a/b/.git"))
         // Renamed to an excluded name, a directory is let go; renamed back, it is watched again.
         rename(directory.url("a/b"), directory.url("a/node_modules"))
         _ = delivered()
-        XCTAssertFalse(ProcessResources.isWatched(directory.url("a/node_modules")))
+        XCTAssertFalse(isWatched("a/node_modules"))
         rename(directory.url("a/node_modules"), directory.url("a/c"))
         _ = delivered()
-        XCTAssertTrue(ProcessResources.isWatched(directory.url("a/c")))
+        XCTAssertTrue(isWatched("a/c"))
         directory.touch("a/c/g")
         XCTAssertEqual(delivered().filter { $0.kind == .created }, [DirectoryChange(.created, directory.url("a/c/g"))])
     }

@@ -83,5 +83,31 @@ int cdw_open_directory_at(int directory, const char *path, int options);
 /// The process environment (`environ`), which Swift 6 cannot read as a global variable.
 char *const *cdw_environ(void);
 
+// fanotify, for a tree on one file system in one mark (Backends/Fanotify): the constants and
+// calls glibc declares only in <sys/fanotify.h> and behind _GNU_SOURCE.
+
+/// fanotify_init(FAN_CLASS_NOTIF | FAN_CLOEXEC | FAN_NONBLOCK | FAN_REPORT_DFID_NAME |
+/// FAN_REPORT_FID | FAN_REPORT_TARGET_FID, O_RDONLY | O_LARGEFILE) (without the last before
+/// 5.17): events that name the parent directory's file handle, the entry's name and the entry's
+/// own handle; -1 with errno set (EINVAL before 5.9).
+int cdw_fanotify_init(void);
+/// fanotify_mark(fd, FAN_MARK_FILESYSTEM | (add ? FAN_MARK_ADD : FAN_MARK_REMOVE), mask,
+/// AT_FDCWD, path): one mark for the whole file system that holds `path`.
+int cdw_fanotify_mark_filesystem(int fd, int add, uint64_t mask, const char *path);
+/// The bits of fanotify's masks this library asks for or reads (their values, from the kernel's
+/// uapi header, are inotify's for the shared ones).
+#define CDW_FAN_RENAME 0x10000000ULL
+#define CDW_FAN_ONDIR 0x40000000ULL
+#define CDW_FAN_Q_OVERFLOW 0x4000ULL
+/// name_to_handle_at(directory, name, handle, &mount_id, flags) into `buffer` (capacity bytes):
+/// writes the handle's type and length and its bytes; `name` NULL: the handle of `directory`
+/// itself (AT_EMPTY_PATH). Returns 0, or -1 with errno set (EOPNOTSUPP: the file system has none).
+int cdw_name_to_handle(int directory, const char *name, int32_t *type, uint8_t *buffer, uint32_t *length);
+/// open_by_handle_at(mount_fd, handle, O_PATH | O_CLOEXEC): a descriptor naming the object of
+/// the handle (type and bytes); -1 with errno set (ESTALE: it is gone). Needs CAP_DAC_READ_SEARCH.
+int cdw_open_by_handle(int mount_fd, int32_t type, const uint8_t *bytes, uint32_t length);
+/// fstatfs(fd)'s f_fsid, the 8 bytes fanotify's records name the file system by; 0 or -1.
+int cdw_file_system_id(int fd, uint8_t *id);
+
 #endif // __linux__
 #endif

@@ -100,8 +100,36 @@ enum MountTable {
         return best?.type
     }
 
+    /// The mount point of the mount that holds `path`: the longest prefix of it.
+    static func mountPoint(of path: FileSystemPath, in mountinfo: String) -> FileSystemPath? {
+        var best: [UInt8]?
+        for line in mountinfo.split(separator: "\n") {
+            let fields = line.split(separator: " ", omittingEmptySubsequences: false)
+            guard fields.count > 7 else { continue }
+            let mountPoint = Array(unescape(fields[4]).utf8)
+            if isPrefix(mountPoint, of: path.bytes), mountPoint.count >= (best?.count ?? 0) { best = mountPoint }
+        }
+        return best.map { FileSystemPath(bytes: $0) }
+    }
+
+    /// The mount points strictly below `path` (another file system, or another mount of the
+    /// same one, inside the directory): one fanotify mark on `path`'s file system does not see
+    /// into them.
+    static func mountPoints(below path: FileSystemPath, in mountinfo: String) -> [FileSystemPath] {
+        var found: [FileSystemPath] = []
+        for line in mountinfo.split(separator: "\n") {
+            let fields = line.split(separator: " ", omittingEmptySubsequences: false)
+            guard fields.count > 7 else { continue }
+            let mountPoint = Array(unescape(fields[4]).utf8)
+            if mountPoint.count > path.bytes.count, isPrefix(path.bytes, of: mountPoint) {
+                found.append(FileSystemPath(bytes: mountPoint))
+            }
+        }
+        return found
+    }
+
     /// Whether `prefix` is `path` or one of its ancestors, component-wise.
-    private static func isPrefix(_ prefix: [UInt8], of path: [UInt8]) -> Bool {
+    static func isPrefix(_ prefix: [UInt8], of path: [UInt8]) -> Bool {
         if prefix == [UInt8(ascii: "/")] { return true }
         guard path.count >= prefix.count, Array(path[..<prefix.count]) == prefix else { return false }
         return path.count == prefix.count || path[prefix.count] == UInt8(ascii: "/")

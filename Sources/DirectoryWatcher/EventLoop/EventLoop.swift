@@ -27,12 +27,16 @@ final class EventLoop: @unchecked Sendable {
     private enum Token {
         static let inotify: UInt64 = 1
         static let wake: UInt64 = 2
+        static let fanotify: UInt64 = 3
     }
 
     /// Big enough for hundreds of events per read; a record is at most 16 + NAME_MAX + 1 bytes.
     static let readBufferSize = 64 * 1024
     /// The longest inotify record: header and a name of NAME_MAX bytes with its NUL.
     private static let largestRecord = 16 + Int(NAME_MAX) + 1
+    /// The longest fanotify record read: the metadata, two directory records (a rename's) of a
+    /// handle of at most 128 bytes and a name, and the object's own handle.
+    private static let largestFanotifyRecord = 24 + 2 * (4 + 8 + 8 + 128 + Int(NAME_MAX) + 1) + (4 + 8 + 8 + 128)
     /// Reads per wake-up before tasks get a turn; epoll is level-triggered, so the rest waits.
     private static let readsPerWakeUp = 16
     /// Callbacks run for at most this long before the leader reads the kernel queue again.
@@ -64,6 +68,10 @@ final class EventLoop: @unchecked Sendable {
     var ready: [Mailbox] = []
     var readyHead = 0
     private var queueDrained = true
+    /// The fanotify group, opened when the first tree uses it (``Router/subscribeFanotify(_:)``);
+    /// -1 until then. Leader only.
+    private var fanotifyFD: Int32 = -1
+    private var fanotifyDrained = true
     var running = true
     private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: EventLoop.readBufferSize, alignment: 16)
     private let tokens = UnsafeMutablePointer<UInt64>.allocate(capacity: 4)
@@ -125,6 +133,18 @@ final class EventLoop: @unchecked Sendable {
             clock: clock, inotifyUnavailable: inotifyUnavailable,
             isUnchanged: { path, old throws(SyscallError) in try Snapshot.isUnchanged(path, since: old, system: system)
             })
+        router.fanotify.open = { [unowned self] () throws(SyscallError) -> Int32 in
+            let fd = try system.fanotifyInit()
+            do throws(SyscallError) {
+                try system.epollAdd(epollFD, fd: fd, token: Token.fanotify)
+            } catch {
+                system.close(fd)
+                throw error
+            }
+            fanotifyFD = fd
+            return fd
+        }
+        router.drainFanotify = { [unowned self] in readFanotifyEvents(now: clock(), untilDrained: true) }
         var failure: Int32 = 0
         guard threads.start(.leading, create: { createThread(.leading, failure: &failure) }) else {
             for fd in opened { system.close(fd) }
@@ -176,12 +196,13 @@ final class EventLoop: @unchecked Sendable {
             for index in 0..<count {
                 switch tokens[index] {
                 case Token.inotify: readEvents(now: now)
+                case Token.fanotify: readFanotifyEvents(now: now, untilDrained: false)
                 case Token.wake: for task in inbox.take() { task(self) }
                 default: break
                 }
             }
             router.expire(now: now)
-            router.finishWakeUp(queueDrained: queueDrained)
+            router.finishWakeUp(queueDrained: queueDrained && fanotifyDrained)
             ready.append(contentsOf: router.takeReady())
             guard deliverReady(started: now) else { return false }
         }
@@ -202,7 +223,37 @@ final class EventLoop: @unchecked Sendable {
     /// Reads and routes what the kernel has queued, as a wake-up would (a task: the loop's
     /// leader); the batches go out at the end of the wake-up.
     func readQueuedEvents() {
-        readEvents(now: clock())
+        let now = clock()
+        readEvents(now: now)
+        readFanotifyEvents(now: now, untilDrained: false)
+    }
+
+    /// Reads and routes the fanotify group's events, as ``readEvents(now:)`` reads inotify's;
+    /// `untilDrained`: however many reads it takes to empty the queue (a barrier's).
+    private func readFanotifyEvents(now: UInt64, untilDrained: Bool) {
+        guard fanotifyFD >= 0 else { return }
+        var reads = 0
+        while untilDrained || reads < Self.readsPerWakeUp {
+            reads += 1
+            let count: Int?
+            do {
+                count = try system.read(fanotifyFD, into: buffer)
+            } catch {
+                router.receive(FanotifyEvent(mask: FanotifyMask.queueOverflow), now: now)
+                return
+            }
+            guard let count, count > 0 else {
+                fanotifyDrained = true
+                return
+            }
+            let parsed = FanotifyEventParser.parse(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
+            for fd in parsed.descriptors { system.close(fd) }
+            for event in parsed.events { router.receive(event, now: now) }
+            if parsed.isMalformed { router.receive(FanotifyEvent(mask: FanotifyMask.queueOverflow), now: now) }
+            // A record is at most a few hundred bytes (two handles and two names).
+            fanotifyDrained = count <= Self.readBufferSize - Self.largestFanotifyRecord
+            if fanotifyDrained { return }
+        }
     }
 
     private func readEvents(now: UInt64) {
@@ -243,7 +294,7 @@ final class EventLoop: @unchecked Sendable {
         ready = []
         inbox.close()
         // Closing the inotify descriptor removes every kernel watch of this instance.
-        for fd in [epollFD, inbox.wakeFD, barrierFD, inotifyFD] where fd >= 0 { system.close(fd) }
+        for fd in [epollFD, inbox.wakeFD, barrierFD, inotifyFD, fanotifyFD] where fd >= 0 { system.close(fd) }
         threads.close()
         inbox.markExited()
     }

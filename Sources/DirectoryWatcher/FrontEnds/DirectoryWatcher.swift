@@ -65,10 +65,12 @@ public final class DirectoryWatcher: @unchecked Sendable {
     }
 
     /// One start's hold on the loop and its subscription.
-    private final class Session: Sendable {
+    private final class Session: @unchecked Sendable {
         let subscription: Subscription
         let lease: LoopLease
-        let backend: BackendChoice
+        /// Settled once the subscribe returns (a tree that preferred fanotify and could not have
+        /// it says inotify, and why); under the watcher's lock.
+        var backend: BackendChoice
 
         init(subscription: Subscription, lease: LoopLease, backend: BackendChoice) {
             self.subscription = subscription
@@ -480,7 +482,8 @@ public final class DirectoryWatcher: @unchecked Sendable {
             keepsSnapshot: options.recovery == .exact, recursive: options.recursive && !watchesFile,
             exclusions: Exclusions(options.excludes), followsLinks: options.followsSymbolicLinks, settler: settler,
             limit: backlog.limit, strictLimit: backlog.isStrict, acknowledgesLater: backlog.acknowledgesLater,
-            pollingInterval: polls ? options.pollingInterval.nanoseconds : nil)
+            pollingInterval: polls ? options.pollingInterval.nanoseconds : nil,
+            fanotify: backend.kind != .fanotify ? .no : options.backend == .fanotify ? .required : .preferred)
         subscription.receiver = self
         return Session(subscription: subscription, lease: lease, backend: backend)
     }
@@ -497,11 +500,21 @@ public final class DirectoryWatcher: @unchecked Sendable {
             kind?.visibility == .virtual
             ? "\(directory) is on \(kind!.name), where the kernel's own changes raise no event and no listing shows them"
             : nil
+        let tree = options.recursive && !watchesFile
         switch options.backend {
         case .inotify:
             return BackendChoice(
                 kind: .inotify, interval: nil, fileSystem: kind?.name, reason: "inotify was asked for", warning: warning
             )
+        case .fanotify where tree:
+            return BackendChoice(
+                kind: .fanotify, interval: nil, fileSystem: kind?.name, reason: "fanotify was asked for",
+                warning: warning)
+        case .fanotify:
+            return BackendChoice(
+                kind: .inotify, interval: nil, fileSystem: kind?.name,
+                reason: "fanotify watches trees; one \(watchesFile ? "file" : "directory") is watched through inotify",
+                warning: warning)
         case .polling:
             return BackendChoice(
                 kind: .polling, interval: interval, fileSystem: kind?.name, reason: "polling was asked for",
@@ -525,9 +538,19 @@ public final class DirectoryWatcher: @unchecked Sendable {
                     reason: "\(directory) is on \(kind.name), whose changes made elsewhere inotify does not see",
                     warning: nil)
             }
+            if tree && !options.followsSymbolicLinks && kind.visibility != .virtual && loop.inotifyUnavailable == nil {
+                // Tried on the loop; a refusal (no capability, no file handles) falls back to
+                // inotify with the reason (``settle(_:after:)``).
+                return BackendChoice(
+                    kind: .fanotify, interval: nil, fileSystem: kind.name,
+                    reason: "\(directory) is on \(kind.name), and the process may mark the whole file system",
+                    warning: warning)
+            }
             return BackendChoice(
                 kind: .inotify, interval: nil, fileSystem: kind.name,
-                reason: "\(directory) is on \(kind.name), a local file system", warning: warning)
+                reason: "\(directory) is on \(kind.name), a local file system"
+                    + (tree && options.followsSymbolicLinks ? "; fanotify does not follow symbolic links" : ""),
+                warning: warning)
         }
     }
 
@@ -558,6 +581,12 @@ public final class DirectoryWatcher: @unchecked Sendable {
         }
         switch subscribed {
         case .some(.success(let request)):
+            if let refusal = subscription.loop.fanotifyRefusal {
+                let fallback = BackendChoice(
+                    kind: .inotify, interval: nil, fileSystem: session.backend.fileSystem,
+                    reason: "fanotify cannot be used: \(refusal)", warning: session.backend.warning)
+                lock.withLock { session.backend = fallback }
+            }
             if let request {
                 // The first listing of a kept directory, read here rather than on the loop: a
                 // directory of 100,000 entries takes about half a second, which holds up this
@@ -690,10 +719,15 @@ public final class DirectoryWatcher: @unchecked Sendable {
     public func watchedDirectories() -> [FileSystemPath] {
         guard let session = lock.withLock({ session }) else { return [] }
         let subscription = session.subscription
-        return session.lease.loop.submitAndWait { _ in
+        return session.lease.loop.submitAndWait { loop in
             if subscription.loop.isEnded { return [] }
             if let polled = subscription.loop.polled, subscription.recursive { return Array(polled.listings.keys) }
-            if let tree = subscription.loop.tree { return tree.descriptors.compactMap { tree.node($0)?.path } }
+            if let tree = subscription.loop.tree {
+                // A fanotify tree knows its directories once its listing after readiness is done:
+                // what it has not reached yet is listed now.
+                loop.router.finishSnapshots(of: subscription)
+                return tree.descriptors.compactMap { tree.node($0)?.path }
+            }
             return [subscription.root]
         } ?? []
     }

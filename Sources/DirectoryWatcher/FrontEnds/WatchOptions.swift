@@ -54,9 +54,10 @@ extension DirectoryWatcher {
         /// delivered as soon as the kernel queue has been read, as the sample's callbacks were.
         public var settling: Settling?
 
-        /// How changes are seen: through inotify, or by polling; ``Backend/automatic`` unless
-        /// told otherwise, which polls where inotify cannot see (network and host-shared file
-        /// systems). See <doc:RemoteAndVirtualFileSystems>.
+        /// How changes are seen: through inotify, fanotify or by polling; ``Backend/automatic``
+        /// unless told otherwise, which polls where inotify cannot see (network and host-shared
+        /// file systems), and watches a tree through fanotify where the process may. See
+        /// <doc:RemoteAndVirtualFileSystems> and <doc:WatchingATree>.
         public var backend: Backend
 
         /// For a polled watcher, the longest wait between two polls: one second unless told
@@ -141,11 +142,19 @@ extension DirectoryWatcher {
     public enum Backend: Hashable, Sendable {
         /// The default: inotify, unless the directory is on a file system whose changes inotify
         /// cannot see (NFS, SMB and CIFS, 9p, Ceph, AFS, Coda, NCP, OCFS2, and FUSE file systems
-        /// other than those known to be local), which is polled. The choice, and why, is in
-        /// ``DirectoryWatcher/backendChoice``.
+        /// other than those known to be local), which is polled; and for a recursive watcher,
+        /// fanotify where it can be used (``fanotify``), inotify where not. The choice, and why,
+        /// is in ``DirectoryWatcher/backendChoice``.
         case automatic
         /// inotify, whatever the file system.
         case inotify
+        /// For a recursive watcher: fanotify, one mark for the tree's whole file system, ready at
+        /// once whatever the tree's size and using no inotify watch. Needs `CAP_SYS_ADMIN`, a
+        /// file system that gives file handles, no mount inside the tree, and symbolic links not
+        /// followed; when one is missing the watcher fails to start with
+        /// ``DirectoryWatcherError/Code/backendUnavailable``, saying which. A watcher of one
+        /// directory or file uses inotify. See <doc:WatchingATree>.
+        case fanotify
         /// Polling every ``Options/pollingInterval`` at most: the directory is listed and compared
         /// with its last listing. Sees changes made by other machines; costs a `statx` per entry
         /// per poll, and reports a change up to an interval late.
@@ -157,6 +166,8 @@ extension DirectoryWatcher {
         public enum Kind: Hashable, Sendable {
             case inotify
             case polling
+            /// One fanotify mark for the tree's file system (``Backend/fanotify``).
+            case fanotify
         }
 
         public let kind: Kind
@@ -176,6 +187,7 @@ extension DirectoryWatcher {
             let how: String
             switch kind {
             case .inotify: how = "inotify"
+            case .fanotify: how = "fanotify"
             case .polling: how = "polling" + (interval.map { " every \($0.secondsText) s" } ?? "")
             }
             return "\(how): \(reason)" + (warning.map { "; warning: \($0)" } ?? "")

@@ -47,6 +47,10 @@ public struct DirectoryWatcherError: Error, Hashable, Sendable, CustomStringConv
         /// ``DirectoryWatcher/invalidate()``, which ends it for good. Use
         /// ``DirectoryWatcher/stopMonitoring()`` to stop a watcher that is to start again.
         case invalidated
+        /// The backend asked for (``DirectoryWatcher/Options/backend``) cannot watch this path:
+        /// fanotify without `CAP_SYS_ADMIN`, on a file system without file handles, or with a
+        /// mount inside the tree. ``DirectoryWatcherError/detail`` says which.
+        case backendUnavailable
         /// Any other failure, with its `errno`.
         case other(errno: Int32)
     }
@@ -108,6 +112,7 @@ public struct DirectoryWatcherError: Error, Hashable, Sendable, CustomStringConv
                 + "`LimitNOFILE=65536` in its systemd unit"
         case .outOfMemory: return "the kernel is out of memory"
         case .invalidOption: return "an option cannot be used"
+        case .backendUnavailable: return "the backend asked for cannot watch it"
         case .invalidated:
             return "the watcher was invalidated, which ends it for good; make a new one "
                 + "(stopMonitoring() stops a watcher that is to start again)"

@@ -79,6 +79,11 @@ final class KnownDirectory {
     @exclusivity(unchecked) private(set) var lacksInodes = false
     /// The router has put this directory on its list of directories to learn inodes for.
     var isDueForLearning = false
+    /// Whether an event that repeats what the listing shows is a repeat (``apply(_:at:)``
+    /// returns false). Not for a listing read after watching began and reported to nobody (a
+    /// fanotify tree's directories, listed after it is ready): the events it shows are news,
+    /// even those read after it. A rescan, which reports what it found, sets it again.
+    var suppressesRepeats = true
 
     /// Applies an event about `name` (not half of a paired rename: see ``renamed(from:to:at:)``).
     /// Returns false when the event repeats what the watchers have been told already (an entry
@@ -207,6 +212,7 @@ final class KnownDirectory {
 
     /// After a rescan: what is known is what was listed.
     func reset(to snapshot: Snapshot) {
+        suppressesRepeats = true
         entries = Self.entries(of: snapshot)
         lacksInodes = false
     }

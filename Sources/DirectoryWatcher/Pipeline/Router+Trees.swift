@@ -21,6 +21,9 @@ extension Router {
     /// thread is made where the directory was listed.
     private struct Walked {
         var wd: Int32 = -1
+        /// In a fanotify tree: the directory's handle, which ``adopt`` turns into its descriptor
+        /// on the loop's thread.
+        var handle: FileHandle?
         var failure: SyscallError?
         /// The watch was added; the failure, if any, is the listing's.
         var isWatched = false
@@ -117,6 +120,7 @@ extension Router {
         let table = self.table
         let mask = subscription.mask
         let follows = subscription.followsLinks
+        let fanotifyID = subscription.loop.fanotifyID
         return { step in
             var result = Walked()
             do throws(SyscallError) {
@@ -124,7 +128,12 @@ extension Router {
                 // listed is refused (ELOOP) rather than followed out of the tree.
                 let fd = try table.system.openDirectory(step.path, followingLinks: follows || step.throughLink)
                 defer { table.system.close(fd) }
-                result.wd = try table.kernelWatch(openDirectory: fd, mask: mask, flags: Self.treeFlags)
+                if let fanotifyID {
+                    // The file system's mark sees it already: its handle is all it needs.
+                    result.handle = try table.system.fileHandle(in: fd, name: nil, fileSystemID: fanotifyID)
+                } else {
+                    result.wd = try table.kernelWatch(openDirectory: fd, mask: mask, flags: Self.treeFlags)
+                }
                 result.isWatched = true
                 self.list(fd, at: step.path, into: &result, for: subscription, reporting: reporting)
             } catch {
@@ -171,9 +180,11 @@ extension Router {
     /// its node moves. Reached through a link, it stays where it was reached first (a loop, or a
     /// second link to it).
     private func adopt(
-        _ step: WalkStep, _ result: Walked, of tree: WatchedTree, for subscription: Subscription, reporting: Bool,
+        _ step: WalkStep, _ walked: Walked, of tree: WatchedTree, for subscription: Subscription, reporting: Bool,
         foundByRescan: Bool
     ) -> TreeNode? {
+        var result = walked
+        if let handle = result.handle { result.wd = fanotify.descriptor(for: handle) }
         guard result.isWatched else {
             // A link that leads nowhere, or to a file, is no directory to watch.
             guard let failure = result.failure, !step.throughLink else { return nil }
@@ -232,9 +243,16 @@ extension Router {
         guard let tree = subscription.loop.tree, tree.node(node.wd) === node else { return }
         if !tree.unreached.isEmpty { tree.unreached.removeAll { $0.parent === node && $0.name[...] == name } }
         if appeared {
+            if tree.isLazy, let early = node.child(name) {
+                // Met before the event that brought it (the listing after readiness, or an event
+                // inside it, reached it first): what it holds is news all the same, so it is
+                // walked afresh and reported.
+                for wd in tree.remove(early) { release(wd, for: subscription) }
+            }
             guard node.child(name) == nil else { return }
             let path = node.path.appending(bytes: name)
             if let exclusions = subscription.exclusions, exclusions.excludes(path, under: subscription.root) { return }
+            if tree.isLazy, created(name, at: node, of: tree, for: subscription) { return }
             let step = WalkStep(parent: node, name: Array(name), path: path, throughLink: throughLink)
             let result = walker(for: subscription, reporting: reporting)(step)
             guard
@@ -286,6 +304,12 @@ extension Router {
             let target = targets.first { $0.subscriber === subscription }?.node
             if let source, let target, let moved = source.child(from.name), tree.node(target.wd) === target {
                 move(moved, to: to.name, in: target, of: tree, for: subscription)
+            } else if tree.isLazy, let source, target != nil,
+                !(subscription.exclusions?.excludes(source.path.appending(bytes: from.name), under: subscription.root)
+                    ?? false)
+            {
+                // Inside a fanotify tree, with no node: nothing of it is followed by name yet.
+                continue
             } else {
                 // A directory the walk could not reach at its old path (``WatchedTree/unreached``)
                 // is reported as it would have been there.
@@ -318,6 +342,7 @@ extension Router {
         } else {
             tree.move(moved, to: Array(name), in: target)
             retryUnreached(in: tree, for: subscription)
+            if tree.isLazy { retryUnlisted(in: tree, for: subscription) }
         }
     }
 

@@ -118,6 +118,19 @@ final class Router {
     /// Updates the barrier file's timestamps (`IN_ATTRIB` on `barrierWD`).
     private let writeBarrierFile: () throws(SyscallError) -> Void
     private let isOnLoopThread: () -> Bool
+    /// The fanotify group's marks and its table of directory handles (``Router+Fanotify``).
+    @exclusivity(unchecked) var fanotify: FanotifyMarks
+    /// Trees watched through fanotify, whose roots an unknown handle is resolved against.
+    @exclusivity(unchecked) var fanotifyTrees: [Subscription] = []
+    /// Directories of fanotify trees still to be listed, after the tree was ready, so that an
+    /// overflow is recovered exactly (``continueSnapshots()``).
+    @exclusivity(unchecked) var snapshotQueue: [(subscription: Subscription, node: TreeNode)] = []
+    /// Reads the fanotify group until its queue is empty, routing every event (the loop's).
+    var drainFanotify: () -> Void = {}
+    /// While a fanotify record of a directory's creation is routed: that directory's handle.
+    @exclusivity(unchecked) var creatingDirectory: FileHandle?
+    /// The last cookie given to a fanotify rename, which pairs its halves here.
+    @exclusivity(unchecked) var fanotifyCookie: UInt32 = 0
 
     init(
         table: WatchTable<Subscription>, pairingWindow: UInt64, barrierWD: Int32,
@@ -144,6 +157,7 @@ final class Router {
         self.listNames = listNames
         self.wallClock = wallClock
         self.table = table
+        self.fanotify = FanotifyMarks(system: table.system)
         self.pairing = MovePairing(window: pairingWindow)
         self.barrierWD = barrierWD
         self.writeBarrierFile = writeBarrierFile
@@ -162,6 +176,8 @@ final class Router {
         for subscription in polled where subscription.loop.pause == nil {
             if let due = subscription.loop.polled?.schedule.due { earliest = min(earliest ?? .max, due) }
         }
+        // Directories of a fanotify tree still to list: at once, after the events read.
+        if !snapshotQueue.isEmpty { earliest = 0 }
         return earliest
     }
 
@@ -177,13 +193,7 @@ final class Router {
     /// One event read from the kernel, at `now`.
     func receive(_ event: InotifyEvent, now: UInt64) {
         assert(isOnLoopThread())
-        // The wall clock once per read (the events of one read share `now`), for kept snapshots.
-        if now != wallNowRead {
-            wallNowRead = now
-            wallNow = wallClock()
-        }
-        lastEventRead = now
-        self.now = now
+        beginRead(now: now)
         // Most events pass straight through: nothing is held back and this is no rename's first
         // half (a second half finds no partner while nothing is held).
         if pairing.isEmpty && !(event.has(InotifyMask.movedFrom) && event.cookie != 0) {
@@ -193,12 +203,24 @@ final class Router {
         }
     }
 
+    /// The clocks for an event read at `now`: the wall clock once per read (the events of one read
+    /// share `now`), for kept snapshots.
+    func beginRead(now: UInt64) {
+        if now != wallNowRead {
+            wallNowRead = now
+            wallNow = wallClock()
+        }
+        lastEventRead = now
+        self.now = now
+    }
+
     /// Lets go of rename halves whose partner did not come in time, and learns the inodes of
     /// entries events created once the loop has had a moment.
     func expire(now: UInt64) {
         assert(isOnLoopThread())
         self.now = now
         if !polled.isEmpty { pollDue() }
+        if !snapshotQueue.isEmpty { continueSnapshots() }
         if !settling.isEmpty { releaseSettled() }
         if let deadline = pairing.deadline, now >= deadline {
             pairing.expire(now: now) { handle($0) }
@@ -255,6 +277,9 @@ final class Router {
         flushBatches()
         for request in leftover { schedule(request.subscription.run(request.completion)) }
         subscriptions = [:]
+        snapshotQueue = []
+        fanotifyTrees = []
+        fanotify.closeAll()
     }
 
     // MARK: - Tasks
@@ -308,6 +333,15 @@ final class Router {
             }
             return .success(nil)
         }
+        if subscription.fanotify != .no {
+            do throws(SyscallError) {
+                try subscribeFanotify(subscription)
+                return .success(nil)
+            } catch {
+                if subscription.fanotify == .required { return .failure(error) }
+                subscription.loop.fanotifyRefusal = error.detail ?? error.description
+            }
+        }
         if let inotifyUnavailable { return .failure(inotifyUnavailable) }
         do {
             // A kept snapshot follows every change of name, whatever the watcher selected.
@@ -322,13 +356,7 @@ final class Router {
                     return tree.root
                 })
             subscription.loop.descriptors = [wd]
-            subscriptions[ObjectIdentifier(subscription)] = subscription
-            if subscription.keepsSnapshot {
-                let wake = wakeForCatchUp
-                subscription.onBacklogDrained = { [weak subscription] in
-                    if let subscription { wake(subscription) }
-                }
-            }
+            admit(subscription)
             // A tree is walked here, on the loop: each directory is watched before it is listed.
             if let tree = subscription.loop.tree {
                 populate(tree.root, of: tree, for: subscription, reporting: false, foundByRescan: false)
@@ -348,6 +376,17 @@ final class Router {
             return .success(nil)
         } catch {
             return .failure(error)
+        }
+    }
+
+    /// Records a subscription whose watches are in place.
+    func admit(_ subscription: Subscription) {
+        subscriptions[ObjectIdentifier(subscription)] = subscription
+        if subscription.keepsSnapshot {
+            let wake = wakeForCatchUp
+            subscription.onBacklogDrained = { [weak subscription] in
+                if let subscription { wake(subscription) }
+            }
         }
     }
 
@@ -557,6 +596,15 @@ final class Router {
             // completes behind what that found.
             if subscription.loop.pause == nil { pollAndCollect(subscription, now: clock()) }
             complete([request])
+        } else if subscription.loop.fanotifyID != nil {
+            // The kernel queues an event before the call that made it returns: once the group's
+            // queue has been read to its end, every change made before this request is routed.
+            drainFanotify()
+            if rescanPending {
+                barriersAfterRescan.append(request)
+            } else {
+                complete([request])
+            }
         } else if barrier.request(request) {
             writeBarrier()
         }
@@ -564,14 +612,14 @@ final class Router {
 
     // MARK: - Events (never touch `pairing` here: it is mid-push)
 
-    private func handle(_ item: MovePairing.Item) {
+    func handle(_ item: MovePairing.Item) {
         switch item {
         case .event(let event): handle(event)
         case .move(let from, let to): handleMove(from: from, to: to)
         }
     }
 
-    private func handle(_ event: InotifyEvent) {
+    func handle(_ event: InotifyEvent) {
         if event.wd == -1 {
             if event.isOverflow { overflowed() }
             return
@@ -605,7 +653,7 @@ final class Router {
             pendingListings[event.wd]?.steps.append(.event(event))
         }
         if !event.name.isEmpty, let directory = known[event.wd] {
-            guard directory.apply(event, at: wallNow) else { return }
+            guard directory.apply(event, at: wallNow) || !directory.suppressesRepeats else { return }
             if directory.lacksInodes && !directory.isDueForLearning { lacksInodes(event.wd, directory) }
         }
         for watch in table.watches(event.wd) where !watch.subscriber.loop.isEnded {
@@ -621,13 +669,13 @@ final class Router {
         }
     }
 
-    private func handleMove(from: InotifyEvent, to: InotifyEvent) {
+    func handleMove(from: InotifyEvent, to: InotifyEvent) {
         // A move the listing already shows: the directories were watched before it and listed
         // after it (a tree's new directory, most often). Its old name was never known, its new
         // one is, and was reported with the listing: the event is a repeat, as a creation the
         // listing showed is.
-        if let source = known[from.wd], let target = known[to.wd], !source.contains(from.name),
-            target.contains(to.name)
+        if let source = known[from.wd], let target = known[to.wd], target.suppressesRepeats,
+            !source.contains(from.name), target.contains(to.name)
         {
             return
         }
@@ -747,6 +795,7 @@ final class Router {
         for wd in subscription.loop.descriptors { release(wd, for: subscription) }
         subscription.loop.descriptors = []
         subscription.loop.tree = nil
+        if subscription.loop.fanotifyID != nil { fanotifyEnded(subscription) }
     }
 
     /// Takes `subscription` off the kernel watch `wd`.
@@ -759,11 +808,15 @@ final class Router {
             pendingListings[wd] = nil
             lackingInodes.remove(wd)
         }
+        if FanotifyMarks.isFanotify(wd) && table.watches(wd).isEmpty { fanotify.forget(wd) }
     }
 
-    private func overflowed() {
+    /// A kernel queue overflowed: inotify's (every watcher of it), or fanotify's (its trees).
+    func overflowed(fanotify: Bool = false) {
         // A polled watcher reads nothing of the kernel's queue: it lost nothing.
-        for subscription in subscriptions.values where !subscription.loop.isEnded && subscription.pollingInterval == nil
+        for subscription in subscriptions.values
+        where !subscription.loop.isEnded && subscription.pollingInterval == nil
+            && (subscription.loop.fanotifyID != nil) == fanotify
         {
             collect(DirectoryChange(kind: .overflow, path: subscription.root, isDirectory: true), for: subscription)
         }

@@ -53,6 +53,8 @@ final class Subscription: @unchecked Sendable {
     /// Polled rather than watched through inotify: the longest wait between two polls, in
     /// nanoseconds (see ``PollSchedule``); nil for inotify.
     let pollingInterval: UInt64?
+    /// Whether a recursive watcher is to use fanotify (see ``Router/subscribeFanotify(_:)``).
+    let fanotify: FanotifyUse
     let gate = DeliveryGate()
     /// Receives the batches. Set once, before the subscription reaches the loop.
     weak var receiver: (any ChangeReceiver)?
@@ -97,6 +99,21 @@ final class Subscription: @unchecked Sendable {
         var pause: Pause?
         /// A polled watcher's listings and schedule.
         var polled: Polled?
+        /// For a tree watched through fanotify: the id of its file system, whose mark it uses.
+        var fanotifyID: [UInt8]?
+        /// Why fanotify could not be used, when it was preferred (set before the subscribe
+        /// task returns, so the subscribing thread reads it after).
+        var fanotifyRefusal: String?
+    }
+
+    /// Whether a recursive watcher uses fanotify.
+    enum FanotifyUse: Sendable {
+        /// inotify (or polling).
+        case no
+        /// fanotify where it can be used, inotify otherwise (``LoopState/fanotifyRefusal`` says why).
+        case preferred
+        /// fanotify, or the subscribe fails.
+        case required
     }
 
     /// What a polled watcher keeps: the last listing of each of its directories (every
@@ -146,8 +163,9 @@ final class Subscription: @unchecked Sendable {
         root: FileSystemPath, mask: UInt32, entry: WatchedEntry? = nil, target: Target, keepsSnapshot: Bool = false,
         recursive: Bool = false, exclusions: Exclusions? = nil, followsLinks: Bool = false, settler: Settler? = nil,
         limit: Int = Subscription.backlogLimit, strictLimit: Bool = false, acknowledgesLater: Bool = false,
-        pollingInterval: UInt64? = nil
+        pollingInterval: UInt64? = nil, fanotify: FanotifyUse = .no
     ) {
+        self.fanotify = recursive ? fanotify : .no
         self.pollingInterval = pollingInterval
         self.limit = limit
         self.strictLimit = strictLimit

@@ -8,6 +8,7 @@ extension DirectoryWatcherError {
     init(_ error: SyscallError, path: String, detail: String? = nil) {
         let code: Code
         switch (error.errno, error.function) {
+        case (_, "fanotify"): code = .backendUnavailable
         case (ENOENT, _): code = .noSuchPath
         case (ENOTDIR, _): code = .notADirectory
         case (EACCES, _), (EPERM, _): code = .permissionDenied
@@ -19,6 +20,6 @@ extension DirectoryWatcherError {
         case (ENOMEM, _): code = .outOfMemory
         default: code = .other(errno: error.errno)
         }
-        self.init(code: code, path: path, function: error.function, errno: error.errno, detail: detail)
+        self.init(code: code, path: path, function: error.function, errno: error.errno, detail: detail ?? error.detail)
     }
 }

@@ -11,6 +11,9 @@ struct SyscallError: Error, Equatable, CustomStringConvertible {
     /// For `EMFILE` from `inotify_init1`: the process is out of descriptors (RLIMIT_NOFILE), not
     /// the user out of inotify instances (``System/inotifyInit()`` looks).
     var processOutOfDescriptors = false
+    /// What the library knows of why, in words, when the errno alone would mislead: why fanotify
+    /// cannot watch a tree (function `fanotify`).
+    var detail: String?
 
     var description: String { "\(function): \(SyscallError.describe(errno))" }
 

@@ -43,6 +43,19 @@ struct SystemCalls: Sendable {
         ) -> Int32
     /// statfs's `f_type` (the file system's magic number), or -1.
     var fileSystemType: @Sendable (_ path: UnsafePointer<CChar>) -> Int64
+    /// fanotify's calls (``System/fanotifyInit()``): a group that reports directories' handles.
+    var fanotifyInit: @Sendable () -> Int32
+    var fanotifyMarkFileSystem:
+        @Sendable (_ fd: Int32, _ add: Bool, _ mask: UInt64, _ path: UnsafePointer<CChar>) -> Int32
+    /// name_to_handle_at: `name` in `directory`, or (nil) `directory` itself.
+    var nameToHandle:
+        @Sendable (
+            _ directory: Int32, _ name: UnsafePointer<CChar>?, _ type: UnsafeMutablePointer<Int32>,
+            _ bytes: UnsafeMutablePointer<UInt8>, _ length: UnsafeMutablePointer<UInt32>
+        ) -> Int32
+    var openByHandle:
+        @Sendable (_ mountFD: Int32, _ type: Int32, _ bytes: UnsafePointer<UInt8>, _ length: UInt32) -> Int32
+    var fileSystemID: @Sendable (_ fd: Int32, _ id: UnsafeMutablePointer<UInt8>) -> Int32
 
     /// The kernel's own calls.
     static let live = SystemCalls(
@@ -66,7 +79,14 @@ struct SystemCalls: Sendable {
         openFile: { Glibc.open($0, O_RDONLY | O_CLOEXEC) },
         getdents64: { cdw_getdents64($0, $1, UInt($2)) },
         entryStatus: { cdw_entry_status_at($0, $1, $2) },
-        fileSystemType: { cdw_file_system_type($0) }
+        fileSystemType: { cdw_file_system_type($0) },
+        fanotifyInit: { cdw_fanotify_init() },
+        fanotifyMarkFileSystem: { cdw_fanotify_mark_filesystem($0, $1 ? 1 : 0, $2, $3) },
+        nameToHandle: { directory, name, type, bytes, length in
+            cdw_name_to_handle(directory, name, type, bytes, length)
+        },
+        openByHandle: { cdw_open_by_handle($0, $1, $2, $3) },
+        fileSystemID: { cdw_file_system_id($0, $1) }
     )
 }
 
@@ -493,6 +513,62 @@ struct System: Sendable {
             let code = Glibc.errno
             if code == ENOENT { return nil }
             if code != EINTR { throw SyscallError(function: "statx", errno: code) }
+        }
+    }
+
+    // MARK: - fanotify
+
+    /// A fanotify group that reports each event with its directory's handle and the entry's
+    /// name. `EPERM` without `CAP_SYS_ADMIN`; `EINVAL` on kernels before 5.9.
+    func fanotifyInit() throws(SyscallError) -> Int32 {
+        try retrying("fanotify_init") { calls.fanotifyInit() }
+    }
+
+    /// Adds (or removes) the mark of the whole file system that holds `path`.
+    func fanotifyMark(_ fd: Int32, fileSystemOf path: FileSystemPath, mask: UInt64, add: Bool) throws(SyscallError) {
+        _ = try path.withCString { pointer throws(SyscallError) in
+            try retrying("fanotify_mark") { calls.fanotifyMarkFileSystem(fd, add, mask, pointer) }
+        }
+    }
+
+    /// The id fanotify's records give the file system of the open `fd` (`fstatfs`'s `f_fsid`).
+    func fileSystemID(_ fd: Int32) throws(SyscallError) -> [UInt8] {
+        var id = [UInt8](repeating: 0, count: 8)
+        _ = try id.withUnsafeMutableBufferPointer { buffer throws(SyscallError) in
+            try retrying("fstatfs") { calls.fileSystemID(fd, buffer.baseAddress!) }
+        }
+        return id
+    }
+
+    /// The handle of `name` in the open directory `directory`, or of `directory` itself (nil),
+    /// keyed with its file system's id. `EOPNOTSUPP`: the file system gives no handles.
+    func fileHandle(in directory: Int32, name: [UInt8]?, fileSystemID: [UInt8]) throws(SyscallError) -> FileHandle {
+        var type: Int32 = 0
+        var length: UInt32 = 128
+        var bytes = [UInt8](repeating: 0, count: 128)
+        _ = try bytes.withUnsafeMutableBufferPointer { buffer throws(SyscallError) in
+            try retrying("name_to_handle_at") {
+                if let name {
+                    return (name + [0]).withUnsafeBufferPointer { terminated in
+                        terminated.withMemoryRebound(to: CChar.self) {
+                            calls.nameToHandle(directory, $0.baseAddress!, &type, buffer.baseAddress!, &length)
+                        }
+                    }
+                }
+                return calls.nameToHandle(directory, nil, &type, buffer.baseAddress!, &length)
+            }
+        }
+        return FileHandle(fileSystemID: fileSystemID, type: type, bytes: bytes[..<Int(length)])
+    }
+
+    /// A descriptor (`O_PATH`) of the object `handle` names, on the file system `mountFD` is
+    /// open on. `ESTALE`: the object is gone.
+    func open(_ handle: FileHandle, mountFD: Int32) throws(SyscallError) -> Int32 {
+        let bytes = Array(handle.bytes)
+        return try bytes.withUnsafeBufferPointer { buffer throws(SyscallError) in
+            try retrying("open_by_handle_at") {
+                calls.openByHandle(mountFD, handle.type, buffer.baseAddress!, UInt32(buffer.count))
+            }
         }
     }
 

@@ -125,8 +125,9 @@ struct WatchTable<Subscriber: AnyObject> {
         if entry.watches.isEmpty {
             entries[wd] = nil
             // EINVAL here means the kernel dropped the watch already (the directory is gone and its
-            // IN_IGNORED is still queued): nothing is left to remove.
-            try? system.inotifyRemoveWatch(inotifyFD, wd)
+            // IN_IGNORED is still queued): nothing is left to remove. A fanotify directory has no
+            // kernel watch of its own.
+            if !FanotifyMarks.isFanotify(wd) { try? system.inotifyRemoveWatch(inotifyFD, wd) }
         } else {
             entries[wd] = entry
         }

@@ -13,6 +13,13 @@ final class WatchedTree {
     /// ancestor renamed meanwhile, most often): tried again, at their parent's new path, after the
     /// next rename inside the tree. `reporting`: their entries are to be reported as created.
     var unreached: [(parent: TreeNode, name: [UInt8], reporting: Bool, foundByRescan: Bool)] = []
+    /// Its directories get nodes as they are met (a fanotify tree: one mark covers them all, so
+    /// a directory without a node is still seen): a directory renamed inside the tree with no
+    /// node has nothing to follow, and is no news of its entries.
+    var isLazy = false
+    /// A lazy tree's directories whose listing after readiness found them gone from their path
+    /// (an ancestor renamed meanwhile): listed again after the next rename inside the tree.
+    var unlisted: [TreeNode] = []
 
     init(rootPath: FileSystemPath, wd: Int32) {
         root = TreeNode(wd: wd, name: [], parent: nil, rootPath: rootPath)

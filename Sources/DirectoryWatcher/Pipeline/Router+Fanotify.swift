@@ -1,0 +1,347 @@
+import Glibc
+
+/// Trees watched through fanotify: one mark for the whole file system, events named by a
+/// directory's file handle and an entry's name, turned into the inotify events the rest of the
+/// router understands (see <doc:WatchingATree>, "fanotify").
+///
+/// Nothing is walked before the watcher is ready: the root's handle is read and the file system
+/// marked, and that is all. A handle an event names that the table does not know is resolved
+/// then (`open_by_handle_at` against the root's mount, and the path of that descriptor): inside a
+/// tree, the directories from the root down to it get nodes and descriptors; outside, the handle
+/// is remembered as outside, so the next event there costs one lookup. After the watcher is
+/// ready, the loop lists the tree's directories a slice at a time between reads
+/// (``continueSnapshots()``), so that a lost event (the queue overflowed) is recovered exactly,
+/// as inotify's trees are, once that listing has reached the directory.
+extension Router {
+    /// How long one slice of the listing after readiness may hold up the loop.
+    static let snapshotSlice: UInt64 = 2_000_000
+    /// How long the listing may hold up readiness: a tree of a few thousand directories is listed
+    /// whole in it.
+    static let snapshotBeforeReady: UInt64 = 10_000_000
+
+    /// Watches a tree through fanotify, or throws why it cannot (``SyscallError/detail``).
+    func subscribeFanotify(_ subscription: Subscription) throws(SyscallError) {
+        let root = subscription.root
+        func refuse(_ errno: Int32, _ why: String) -> SyscallError {
+            var error = SyscallError(function: "fanotify", errno: errno)
+            error.detail = why
+            return error
+        }
+        if subscription.followsLinks {
+            throw refuse(EINVAL, "fanotify does not follow symbolic links out of the tree; inotify does")
+        }
+        do {
+            try fanotify.openGroup()
+        } catch {
+            let why =
+                error.errno == EPERM
+                ? "fanotify needs CAP_SYS_ADMIN to mark a whole file system, which this process has not"
+                : "fanotify_init failed: \(SyscallError.describe(error.errno))"
+            throw refuse(error.errno, why)
+        }
+        let directory = try table.system.openDirectory(root)
+        defer { table.system.close(directory) }
+        let id = try table.system.fileSystemID(directory)
+        let handle: FileHandle
+        do {
+            handle = try table.system.fileHandle(in: directory, name: nil, fileSystemID: id)
+        } catch {
+            throw refuse(error.errno, "the file system of \(root) gives no file handles (\(error))")
+        }
+        let mountinfo = table.system.readProcFile("/proc/self/mountinfo") ?? ""
+        if let inside = MountTable.mountPoints(below: root, in: mountinfo).first {
+            throw refuse(
+                EXDEV, "\(inside) is a mount inside the tree, which one mark of \(root)'s file system does not see")
+        }
+        // Handles are opened against the mount's own root, which cannot be removed while it is
+        // mounted: a descriptor of the tree's root would keep it from being freed when it is
+        // removed, and so hold back the event that says so.
+        let mountPoint = MountTable.mountPoint(of: root, in: mountinfo) ?? FileSystemPath("/")
+        // (Open for reading: open_by_handle_at refuses an O_PATH descriptor, EBADF.)
+        let mount = try table.system.openDirectory(mountPoint)
+        var keepsMount = false
+        defer { if !keepsMount { table.system.close(mount) } }
+        do {
+            keepsMount = try fanotify.mark(
+                root, directory: mount, id: id, mask: FanotifyTranslation.markMask(selecting: subscription.mask))
+        } catch {
+            let why =
+                error.errno == EPERM
+                ? "fanotify needs CAP_SYS_ADMIN to mark a whole file system, which this process has not"
+                : "fanotify_mark of \(root)'s file system failed: \(SyscallError.describe(error.errno))"
+            throw refuse(error.errno, why)
+        }
+        let wd = fanotify.descriptor(for: handle)
+        let tree = WatchedTree(rootPath: root, wd: wd)
+        tree.isLazy = true
+        subscription.loop.tree = tree
+        subscription.loop.fanotifyID = id
+        table.insert(subscription, wd: wd, directory: root, mask: subscription.mask, node: tree.root)
+        admit(subscription)
+        fanotifyTrees.append(subscription)
+        // What was outside the trees may be inside this one; directories other trees know that
+        // lie inside it get nodes in this one too.
+        fanotify.forgetOutside()
+        for (known, descriptor) in fanotify.allDescriptors where descriptor != wd {
+            guard Array(known.fileSystemID) == id, let path = table.watches(descriptor).first?.directory,
+                path.bytes.count > root.bytes.count, MountTable.isPrefix(root.bytes, of: path.bytes)
+            else { continue }
+            var early = false
+            _ = materialize(path, handle: known, in: subscription, early: &early)
+        }
+        snapshotQueue.append((subscription, tree.root))
+        // A small tree is listed whole before the watcher is ready, a large one for this long and
+        // then between reads: until the listing has reached a directory, its events are placed by
+        // resolving its handle, which fails once it is removed.
+        continueSnapshots(for: Self.snapshotBeforeReady)
+    }
+
+    /// A directory created in a lazy tree (``creatingDirectory`` is its handle): it gets a node,
+    /// and is known, empty, as it was made. Returns false when its handle is not known (a kernel
+    /// without `FAN_REPORT_TARGET_FID`): it is then walked as inotify's trees walk theirs.
+    func created(_ name: ArraySlice<UInt8>, at node: TreeNode, of tree: WatchedTree, for subscription: Subscription)
+        -> Bool
+    {
+        guard let handle = creatingDirectory else { return false }
+        let path = node.path.appending(bytes: name)
+        let wd = fanotify.descriptor(for: handle)
+        guard tree.node(wd) == nil else { return true }
+        let child = tree.add(Array(name), of: node, wd: wd)
+        table.insert(subscription, wd: wd, directory: path, mask: subscription.mask, node: child)
+        if known[wd] == nil { known[wd] = KnownDirectory(listing: [], listedAfter: birthClock(), at: wallClock()) }
+        return true
+    }
+
+    /// A fanotify tree ends: its mark is let go of.
+    func fanotifyEnded(_ subscription: Subscription) {
+        guard let id = subscription.loop.fanotifyID else { return }
+        subscription.loop.fanotifyID = nil
+        fanotifyTrees.removeAll { $0 === subscription }
+        snapshotQueue.removeAll { $0.subscription === subscription }
+        fanotify.unmark(id)
+    }
+
+    // MARK: - Events
+
+    /// One record read from the fanotify group, at `now`.
+    func receive(_ event: FanotifyEvent, now: UInt64) {
+        beginRead(now: now)
+        if event.isOverflow {
+            overflowed(fanotify: true)
+            return
+        }
+        if event.isRename {
+            routeRename(event)
+            return
+        }
+        guard let directoryHandle = event.directory, let wd = descriptor(resolving: directoryHandle) else { return }
+        if event.isAboutDirectoryItself {
+            for mask in FanotifyTranslation.directoryEvents(event.mask) { handle(InotifyEvent(wd: wd, mask: mask)) }
+            return
+        }
+        let name = event.name
+        let events = FanotifyTranslation.entryEvents(event.mask) { entryExists(name, in: wd) }
+        for mask in events {
+            // A directory made in a tree is empty: no walk, since everything made in it comes as
+            // its own event, in order. Its handle, in the record, names it.
+            if mask & InotifyMask.create != 0 { creatingDirectory = event.object }
+            handle(InotifyEvent(wd: wd, mask: mask, name: name))
+            creatingDirectory = nil
+        }
+    }
+
+    /// A rename, with both its names in one record: a paired move when both directories are in a
+    /// tree, a move out or in when one is.
+    private func routeRename(_ event: FanotifyEvent) {
+        let directory = event.isDirectory ? InotifyMask.isDirectory : 0
+        let source = event.directory.flatMap { descriptor(resolving: $0) }
+        if source == nil, event.isDirectory {
+            // A directory that comes in from outside: what lies in it was outside too.
+            fanotify.forgetOutside()
+        }
+        let target = event.newDirectory.flatMap { descriptor(resolving: $0) }
+        fanotifyCookie = fanotifyCookie == .max ? 1 : fanotifyCookie + 1
+        switch (source, target) {
+        case (let from?, let to?):
+            handleMove(
+                from: InotifyEvent(
+                    wd: from, mask: InotifyMask.movedFrom | directory, cookie: fanotifyCookie, name: event.name),
+                to: InotifyEvent(
+                    wd: to, mask: InotifyMask.movedTo | directory, cookie: fanotifyCookie, name: event.newName))
+        case (let from?, nil):
+            handle(InotifyEvent(wd: from, mask: InotifyMask.movedFrom | directory, name: event.name))
+        case (nil, let to?):
+            handle(InotifyEvent(wd: to, mask: InotifyMask.movedTo | directory, name: event.newName))
+        case (nil, nil):
+            break
+        }
+    }
+
+    /// Whether `name` exists in the directory of `wd` now (a merged record's order).
+    private func entryExists(_ name: [UInt8], in wd: Int32) -> Bool {
+        guard let path = table.watches(wd).first?.directory else { return false }
+        return (try? table.system.entryStatus(in: AT_FDCWD, name: Array(path.appending(bytes: name).bytes))) != nil
+    }
+
+    /// The descriptor of the directory `handle` names, resolved now if the table does not know
+    /// it; nil when it is outside every tree (or gone).
+    private func descriptor(resolving handle: FileHandle) -> Int32? {
+        if let wd = fanotify.descriptor(handle) { return wd }
+        if fanotify.isOutside(handle) { return nil }
+        guard let mountFD = fanotify.mountFD(for: handle) else { return nil }
+        let system = table.system
+        guard let fd = try? system.open(handle, mountFD: mountFD) else { return nil }  // gone since
+        defer { system.close(fd) }
+        guard let path = try? system.symbolicLinkTarget(FileSystemPath("/proc/self/fd/\(fd)")) else { return nil }
+        // Removed since the event (the kernel's path of an unlinked directory says so).
+        if path.bytes.last == UInt8(ascii: ")"), path.description.hasSuffix(" (deleted)") { return nil }
+        var found: Int32?
+        var early = false
+        for subscription in fanotifyTrees where !subscription.loop.isEnded {
+            guard subscription.loop.fanotifyID.map({ $0[...] == handle.fileSystemID }) == true,
+                MountTable.isPrefix(subscription.root.bytes, of: path.bytes)
+            else { continue }
+            if let wd = materialize(path, handle: handle, in: subscription, early: &early) { found = wd }
+        }
+        if found == nil && !early { fanotify.markOutside(handle) }
+        return found
+    }
+
+    /// The node of the directory at `path` in `subscription`'s tree, made with the nodes of the
+    /// directories above it that have none yet; `handle` is the directory's. Nil when the path
+    /// is excluded, or a directory on the way is gone.
+    ///
+    /// `early` is set when the directory is not in the tree yet as far as its events have told:
+    /// its parent was listed without it, so the event that brings it in (its creation, a move in)
+    /// is still queued, behind the one being routed, and the walk that event starts reports what
+    /// is in it. Events from before that are not reported on their own: they would be reported
+    /// twice.
+    @discardableResult
+    func materialize(
+        _ path: FileSystemPath, handle: FileHandle, in subscription: Subscription, early: inout Bool
+    ) -> Int32? {
+        guard let tree = subscription.loop.tree, let id = subscription.loop.fanotifyID else { return nil }
+        let root = subscription.root.bytes
+        guard path.bytes.count > root.count else { return tree.root.wd }
+        let relative = path.bytes[(root.count == 1 ? 1 : root.count + 1)...]
+        let names = relative.split(separator: UInt8(ascii: "/"))
+        var node = tree.root
+        for (index, name) in names.enumerated() {
+            if let child = node.child(name) {
+                node = child
+                continue
+            }
+            if let parent = known[node.wd], !parent.contains(name) {
+                early = true
+                return nil
+            }
+            let childPath = node.path.appending(bytes: name)
+            // Below an excluded directory: never watched, as inotify's trees never walk in.
+            if let exclusions = subscription.exclusions, exclusions.excludes(childPath, under: subscription.root) {
+                return nil
+            }
+            let childHandle: FileHandle
+            if index == names.count - 1 {
+                childHandle = handle
+            } else {
+                guard
+                    let found = try? table.system.fileHandle(
+                        in: AT_FDCWD, name: Array(childPath.bytes), fileSystemID: id)
+                else { return nil }
+                childHandle = found
+            }
+            let wd = fanotify.descriptor(for: childHandle)
+            if let existing = tree.node(wd) { return existing.wd }  // the same directory, by another name
+            let child = tree.add(Array(name), of: node, wd: wd)
+            table.insert(subscription, wd: wd, directory: childPath, mask: subscription.mask, node: child)
+            node = child
+        }
+        return node.wd
+    }
+
+    // MARK: - Listing after readiness
+
+    /// Lists fanotify trees' directories not listed yet, for a slice of the loop's time: each
+    /// becomes a kept directory (what an overflow's rescan compares with), and its
+    /// subdirectories nodes of the tree and the next to list.
+    func continueSnapshots(for slice: UInt64 = Router.snapshotSlice) {
+        let end = clock() + slice
+        while let (subscription, node) = snapshotQueue.popLast() {
+            guard !subscription.loop.isEnded, let tree = subscription.loop.tree, tree.node(node.wd) === node,
+                let id = subscription.loop.fanotifyID
+            else { continue }
+            if known[node.wd] != nil {
+                for child in node.children.values { snapshotQueue.append((subscription, child)) }
+            } else {
+                list(node, of: tree, id: id, for: subscription)
+            }
+            if clock() >= end { break }
+        }
+    }
+
+    /// After a rename inside a lazy tree: the directories its listing could not open are tried
+    /// again, at their paths now.
+    func retryUnlisted(in tree: WatchedTree, for subscription: Subscription) {
+        guard !tree.unlisted.isEmpty else { return }
+        for node in tree.unlisted where tree.node(node.wd) === node { snapshotQueue.append((subscription, node)) }
+        tree.unlisted = []
+    }
+
+    /// Lists what the listing after readiness has not reached yet of `subscription`'s tree, now.
+    func finishSnapshots(of subscription: Subscription) {
+        while snapshotQueue.contains(where: { $0.subscription === subscription }) {
+            let mine = snapshotQueue.filter { $0.subscription === subscription }
+            snapshotQueue.removeAll { $0.subscription === subscription }
+            let others = snapshotQueue
+            snapshotQueue = mine
+            while !snapshotQueue.isEmpty { continueSnapshots() }
+            snapshotQueue = others
+        }
+    }
+
+    /// Lists one directory of a fanotify tree after readiness.
+    private func list(_ node: TreeNode, of tree: WatchedTree, id: [UInt8], for subscription: Subscription) {
+        let system = table.system
+        let path = node.path
+        let fd: Int32
+        do {
+            fd = try system.openDirectory(path, followingLinks: false)
+        } catch {
+            // Renamed since its parent was listed: its path is right again after the rename's
+            // event (``retryUnlisted(in:for:)``).
+            if error.errno == ENOENT { tree.unlisted.append(node) }
+            return
+        }
+        defer { system.close(fd) }
+        let begun = birthClock()
+        var listing: [(name: [UInt8], inode: UInt64, isDirectory: Bool)] = []
+        do {
+            try Snapshot.readNames(directory: fd, system: system) { name, inode, kind in
+                listing.append((Array(name), inode, kind == .directory))
+            }
+        } catch {
+            return  // gone, or unreadable: its parent's events, or a rescan, will say
+        }
+        let directory = KnownDirectory(listing: listing, listedAfter: begun, at: wallClock())
+        // Read after the watcher was ready and reported to nobody: what it shows is still news.
+        directory.suppressesRepeats = false
+        known[node.wd] = directory
+        expectListingEcho(node.wd)
+        for entry in listing where entry.isDirectory {
+            if let child = node.child(entry.name[...]) {
+                snapshotQueue.append((subscription, child))
+                continue
+            }
+            let childPath = path.appending(bytes: entry.name[...])
+            if let exclusions = subscription.exclusions, exclusions.excludes(childPath, under: subscription.root) {
+                continue
+            }
+            guard let handle = try? system.fileHandle(in: fd, name: entry.name, fileSystemID: id) else { continue }
+            let wd = fanotify.descriptor(for: handle)
+            guard tree.node(wd) == nil else { continue }
+            let child = tree.add(entry.name, of: node, wd: wd)
+            table.insert(subscription, wd: wd, directory: childPath, mask: subscription.mask, node: child)
+            snapshotQueue.append((subscription, child))
+        }
+    }
+}

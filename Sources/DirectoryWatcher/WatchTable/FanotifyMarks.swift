@@ -1,0 +1,139 @@
+import Glibc
+
+/// A fanotify group's marks and the table from a directory's file handle to the descriptor the
+/// router knows it by. Loop thread only.
+///
+/// One mark covers a whole file system (`FAN_MARK_FILESYSTEM`), so a tree on it costs no kernel
+/// watch per directory. Its events name a directory by its file handle: the table maps each
+/// handle met to a descriptor of the same kind as inotify's watch descriptors, numbered from
+/// ``firstDescriptor`` so the two never meet, and the router's watch table, trees and kept
+/// directories serve both. Handles of directories outside every watched tree are remembered as
+/// such (``outside``), so an event elsewhere on the file system costs one hash lookup.
+struct FanotifyMarks {
+    /// The first descriptor given to a handle: inotify numbers its watches upwards from 1, and
+    /// never reaches 2^30 in the life of an instance.
+    static let firstDescriptor: Int32 = 1 << 30
+
+    static func isFanotify(_ wd: Int32) -> Bool { wd >= firstDescriptor }
+
+    /// One marked file system.
+    struct Mark {
+        /// The mount point of the first watched root's mount, open: `open_by_handle_at`
+        /// resolves handles against it, and the paths of what it opens are on that mount.
+        let mountFD: Int32
+        var mask: UInt64
+        /// Watchers using the mark.
+        var users: Int
+    }
+
+    let system: System
+    /// The group, once opened (`open`: the loop opens it and reads it beside inotify).
+    private(set) var fd: Int32 = -1
+    /// Opens the group and registers it with the loop's epoll; called once, on first use.
+    var open: () throws(SyscallError) -> Int32 = { () throws(SyscallError) in
+        throw SyscallError(function: "fanotify_init", errno: ENOSYS)
+    }
+    /// Marked file systems, by id.
+    private(set) var marks: [[UInt8]: Mark] = [:]
+    private var descriptors: [FileHandle: Int32] = [:]
+    private var handles = ByDescriptor<FileHandle>()
+    private var next = firstDescriptor
+    /// Handles resolved to directories outside every watched tree. Bounded: past
+    /// ``outsideLimit`` it starts again empty (a cache, whose misses cost a resolution).
+    private(set) var outside: Set<FileHandle> = []
+    static let outsideLimit = 65_536
+
+    init(system: System) { self.system = system }
+
+    /// Opens the group if it is not open yet.
+    mutating func openGroup() throws(SyscallError) {
+        if fd < 0 { fd = try open() }
+    }
+
+    /// Marks the file system of `path` (whose id is `id`) with `mask`, or adds to its mark; the
+    /// mark takes `directory` (its mount point, open) as its mount descriptor when it is new, and
+    /// otherwise the caller keeps (and closes) it. Returns whether the mark took it.
+    mutating func mark(
+        _ path: FileSystemPath, directory: Int32, id: [UInt8], mask: UInt64
+    ) throws(SyscallError) -> Bool {
+        if var existing = marks[id] {
+            if existing.mask | mask != existing.mask {
+                try system.fanotifyMark(fd, fileSystemOf: path, mask: mask, add: true)
+                existing.mask |= mask
+            }
+            existing.users += 1
+            marks[id] = existing
+            return false
+        }
+        try system.fanotifyMark(fd, fileSystemOf: path, mask: mask, add: true)
+        marks[id] = Mark(mountFD: directory, mask: mask, users: 1)
+        return true
+    }
+
+    /// A watcher of the file system `id` leaves: the last one removes the mark.
+    mutating func unmark(_ id: [UInt8]) {
+        guard var mark = marks[id] else { return }
+        mark.users -= 1
+        if mark.users > 0 {
+            marks[id] = mark
+            return
+        }
+        marks[id] = nil
+        let path = FileSystemPath("/proc/self/fd/\(mark.mountFD)")
+        // The file system may be gone (unmounted): its mark went with it.
+        try? system.fanotifyMark(fd, fileSystemOf: path, mask: mark.mask, add: false)
+        system.close(mark.mountFD)
+        outside = outside.filter { Array($0.fileSystemID) != id }
+    }
+
+    func mountFD(for handle: FileHandle) -> Int32? {
+        marks[Array(handle.fileSystemID)]?.mountFD
+    }
+
+    /// The descriptor of a directory's handle, if it has one.
+    func descriptor(_ handle: FileHandle) -> Int32? { descriptors[handle] }
+
+    /// The descriptor of `handle`, given now if it has none.
+    mutating func descriptor(for handle: FileHandle) -> Int32 {
+        if let wd = descriptors[handle] { return wd }
+        let wd = next
+        next += 1
+        descriptors[handle] = wd
+        handles[wd] = handle
+        outside.remove(handle)
+        return wd
+    }
+
+    /// The handle a descriptor stands for.
+    func handle(_ wd: Int32) -> FileHandle? { handles[wd] }
+
+    /// Every handle with a descriptor, and its descriptor.
+    var allDescriptors: [(FileHandle, Int32)] { descriptors.map { ($0.key, $0.value) } }
+
+    /// No watcher uses the directory of `wd` any more.
+    mutating func forget(_ wd: Int32) {
+        guard let handle = handles.removeValue(forKey: wd) else { return }
+        descriptors[handle] = nil
+    }
+
+    mutating func isOutside(_ handle: FileHandle) -> Bool { outside.contains(handle) }
+
+    mutating func markOutside(_ handle: FileHandle) {
+        if outside.count >= Self.outsideLimit { outside = [] }
+        outside.insert(handle)
+    }
+
+    /// A directory moved into a tree, or a tree was added: what was outside may be inside now.
+    mutating func forgetOutside() {
+        if !outside.isEmpty { outside = [] }
+    }
+
+    /// The loop is stopping: the mount descriptors close (the group is the loop's to close).
+    mutating func closeAll() {
+        for mark in marks.values { system.close(mark.mountFD) }
+        marks = [:]
+        descriptors = [:]
+        handles = ByDescriptor()
+        outside = []
+    }
+}

@@ -1,0 +1,98 @@
+import Foundation
+import XCTest
+
+@testable import DirectoryWatcher
+
+/// The tree tests through fanotify: one mark for the test directory's whole file system, and no
+/// inotify watch. (The tests run as root here, which has `CAP_SYS_ADMIN`.) Where fanotify differs
+/// from inotify by design, the test says how.
+final class FanotifyTreeTests: TreeTests {
+    override var backend: DirectoryWatcher.Backend { .fanotify }
+
+    /// Nothing is walked before the watcher is ready; the listing after it (for exact recovery)
+    /// meets the rename instead: the rename is reported, and the directory is listed at its new
+    /// path once the rename's event comes.
+    override func testADirectoryRenamedWhileTheTreeIsWalkedIsWatchedWhole() throws {
+        for made in ["a", "a/x", "a/x/y"] { mkdir(made) }
+        let (from, to) = (directory.url("a/x"), directory.url("a/z"))
+        let loop = try watchTree(on: calls(renamingAt: "/a/x") { _ = Glibc.rename(from, to) })
+        defer { loop.shutdown() }
+        // Finishes the listing, which renames a/x as it is about to list it.
+        _ = watcher.watchedDirectories()
+        XCTAssertEqual(delivered(), [DirectoryChange(.renamed, to, from: from, directory: true)])
+        XCTAssertEqual(
+            Set(watcher.watchedDirectories()),
+            Set([directory.path, directory.url("a"), to, directory.url("a/z/y")].map { FileSystemPath($0) }))
+        directory.touch("a/z/y/f")
+        XCTAssertEqual(delivered(), [DirectoryChange(.created, directory.url("a/z/y/f"))])
+    }
+
+    /// Nothing hooks the walk at a watch (there is none to add): the tree moved in is reported as
+    /// it is.
+    override func testARenameTheListingAlreadyShowsIsNotReportedAgain() throws {
+        let outside = TemporaryDirectory()
+        for made in ["out", "out/x", "out/x/y"] { XCTAssertEqual(Glibc.mkdir(outside.url(made), 0o755), 0) }
+        outside.touch("out/x/y/report.txt")
+        try watchTree()
+        rename(outside.url("out"), directory.url("out"))
+        XCTAssertEqual(
+            delivered(),
+            [
+                DirectoryChange(.movedIn, directory.url("out"), directory: true),
+                DirectoryChange(.created, directory.url("out/x"), directory: true),
+                DirectoryChange(.created, directory.url("out/x/y"), directory: true),
+                DirectoryChange(.created, directory.url("out/x/y/report.txt")),
+            ])
+    }
+
+    /// fanotify follows no link out of the tree: forced, the watcher says why it cannot start.
+    override func testFollowedLinksWatchWhatTheyLeadToOnceEvenInALoop() throws {
+        XCTAssertThrowsError(try watchTree(followsSymbolicLinks: true)) { error in
+            let failure = error as? DirectoryWatcherError
+            XCTAssertEqual(failure?.code, .backendUnavailable)
+            XCTAssertTrue(failure?.description.contains("symbolic links") ?? false, "\(error)")
+        }
+    }
+
+    override func testAFollowedLinkMadeOrRemovedWhileWatchingIsWatchedOrLetGo() throws {
+        try testFollowedLinksWatchWhatTheyLeadToOnceEvenInALoop()
+    }
+
+    /// No inotify watch is used, so the inotify watch limit cannot be reached: the directory whose
+    /// watch inotify could not add is watched with the rest.
+    override func testTheWatchLimitReachedPartWayIsReportedAndTheRestIsWatched() throws {
+        // Every inotify watch of the tree would fail (the loop's own barrier watch does not).
+        let root = directory.path
+        let calls = SystemCalls.live.failing(\.inotifyAddWatch, errno: ENOSPC) { _, path, _ in
+            var target = [UInt8](repeating: 0, count: Int(PATH_MAX))
+            let length = readlink(path, &target, target.count)
+            return String(cString: path).hasPrefix(root)
+                || (length > 0 && String(decoding: target[..<length], as: UTF8.self).hasPrefix(root))
+        }
+        try watchTree(failingAt: "deep", calls: calls) { notices, created in
+            XCTAssertEqual(notices, [])
+            XCTAssertEqual(created, [DirectoryChange(.created, directory.url("b/f"))])
+            XCTAssertEqual(
+                Set(watcher.watchedDirectories()),
+                Set(
+                    [FileSystemPath(directory.path)]
+                        + ["a", "a/deep", "a/deep/below", "b"].map { FileSystemPath(directory.url($0)) }))
+            directory.touch("a/deep/below/g")
+            XCTAssertEqual(delivered(), [DirectoryChange(.created, directory.url("a/deep/below/g"))])
+        }
+    }
+
+    /// The watch does not depend on reading the directory: one that cannot be listed is still
+    /// seen (its exact recovery after an overflow is what it lacks).
+    override func testAnUnreadableSubdirectoryIsReportedAndSkipped() throws {
+        let calls = SystemCalls.live.failing(\.openDirectory, errno: EACCES) { path, _ in
+            String(cString: path).hasSuffix("/secret")
+        }
+        try watchTree(failingAt: "secret", calls: calls) { notices, created in
+            XCTAssertEqual(notices, [])
+            XCTAssertEqual(created, [DirectoryChange(.created, directory.url("b/f"))])
+            directory.touch("a/secret/below/f")
+            XCTAssertEqual(delivered(), [DirectoryChange(.created, directory.url("a/secret/below/f"))])
+        }
+    }
+}
