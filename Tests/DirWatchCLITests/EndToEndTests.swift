@@ -341,6 +341,35 @@ final class EndToEndTests: XCTestCase {
         XCTAssertEqual(try run.waitForExit(), 0, "SIGINT ends dirwatch cleanly")
     }
 
+    /// `-r` says which backend watches the tree and why: fanotify as root; with the capability
+    /// dropped (setpriv takes CAP_SYS_ADMIN out of the bounding set, so the exec'd dirwatch has
+    /// it not), inotify, with the reason, and changes are still reported.
+    func testRecursiveSaysItsBackendAndFallsBackToInotifyWithoutTheCapability() throws {
+        let run = try Run(Self.binary, ["-r", directory.path])
+        try run.waitUntilEstablished()
+        XCTAssertTrue(run.errorsSoFar().contains("dirwatch: fanotify for \(directory.path): "), run.errorsSoFar())
+        run.interrupt()
+        XCTAssertEqual(try run.waitForExit(), 0)
+
+        let dropped = try Run(
+            URL(fileURLWithPath: "/usr/bin/setpriv"),
+            ["--bounding-set", "-sys_admin", "--inh-caps", "-sys_admin", Self.binary.path, "-r", directory.path])
+        try dropped.waitUntilEstablished()
+        let said = dropped.errorsSoFar()
+        XCTAssertTrue(said.contains("dirwatch: inotify for \(directory.path): fanotify cannot be used: "), said)
+        XCTAssertTrue(said.contains("CAP_SYS_ADMIN"), said)
+        touch(path("f"))
+        XCTAssertEqual(try dropped.nextLine(), "created           \(path("f"))")
+        dropped.interrupt()
+        XCTAssertEqual(try dropped.waitForExit(), 0)
+
+        let forced = try Run(
+            URL(fileURLWithPath: "/usr/bin/setpriv"),
+            ["--bounding-set", "-sys_admin", Self.binary.path, "-r", "--backend", "fanotify", directory.path])
+        XCTAssertNotEqual(try forced.waitForExit(), 0)
+        XCTAssertTrue(forced.errorOutput().contains("CAP_SYS_ADMIN"), forced.errorOutput())
+    }
+
     func testRecursiveReportsWhatIsMadeInNewDirectories() throws {
         XCTAssertEqual(mkdir(path("old"), 0o755), 0)
         let run = try Run(Self.binary, ["-r", "--json", directory.path])

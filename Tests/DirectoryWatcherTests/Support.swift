@@ -226,6 +226,24 @@ enum ProcessResources {
     }
 
     /// Descriptors that are inotify instances.
+    /// Kernel watches of every process's inotify instances (those this user can read), which
+    /// together count against `fs.inotify.max_user_watches`.
+    static func inotifyWatchesOfEveryProcess() -> Int {
+        let manager = FileManager.default
+        var total = 0
+        for process in (try? manager.contentsOfDirectory(atPath: "/proc")) ?? [] where Int(process) != nil {
+            for fd in (try? manager.contentsOfDirectory(atPath: "/proc/\(process)/fd")) ?? [] {
+                guard
+                    (try? manager.destinationOfSymbolicLink(atPath: "/proc/\(process)/fd/\(fd)"))
+                        == "anon_inode:inotify"
+                else { continue }
+                let info = (try? String(contentsOfFile: "/proc/\(process)/fdinfo/\(fd)", encoding: .utf8)) ?? ""
+                total += info.split(separator: "\n").filter { $0.hasPrefix("inotify wd:") }.count
+            }
+        }
+        return total
+    }
+
     static func inotifyInstances() -> [Int32] {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
         return names.compactMap { name in

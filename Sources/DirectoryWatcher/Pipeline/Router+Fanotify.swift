@@ -42,7 +42,7 @@ extension Router {
         let directory = try table.system.openDirectory(root)
         defer { table.system.close(directory) }
         let id = try table.system.fileSystemID(directory)
-        let handle: FileHandle
+        let handle: KernelHandle
         do {
             handle = try table.system.fileHandle(in: directory, name: nil, fileSystemID: id)
         } catch {
@@ -185,7 +185,7 @@ extension Router {
 
     /// The descriptor of the directory `handle` names, resolved now if the table does not know
     /// it; nil when it is outside every tree (or gone).
-    private func descriptor(resolving handle: FileHandle) -> Int32? {
+    private func descriptor(resolving handle: KernelHandle) -> Int32? {
         if let wd = fanotify.descriptor(handle) { return wd }
         if fanotify.isOutside(handle) { return nil }
         guard let mountFD = fanotify.mountFD(for: handle) else { return nil }
@@ -218,7 +218,7 @@ extension Router {
     /// twice.
     @discardableResult
     func materialize(
-        _ path: FileSystemPath, handle: FileHandle, in subscription: Subscription, early: inout Bool
+        _ path: FileSystemPath, handle: KernelHandle, in subscription: Subscription, early: inout Bool
     ) -> Int32? {
         guard let tree = subscription.loop.tree, let id = subscription.loop.fanotifyID else { return nil }
         let root = subscription.root.bytes
@@ -240,7 +240,7 @@ extension Router {
             if let exclusions = subscription.exclusions, exclusions.excludes(childPath, under: subscription.root) {
                 return nil
             }
-            let childHandle: FileHandle
+            let childHandle: KernelHandle
             if index == names.count - 1 {
                 childHandle = handle
             } else {

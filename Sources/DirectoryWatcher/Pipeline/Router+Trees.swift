@@ -23,7 +23,7 @@ extension Router {
         var wd: Int32 = -1
         /// In a fanotify tree: the directory's handle, which ``adopt`` turns into its descriptor
         /// on the loop's thread.
-        var handle: FileHandle?
+        var handle: KernelHandle?
         var failure: SyscallError?
         /// The watch was added; the failure, if any, is the listing's.
         var isWatched = false

@@ -128,7 +128,7 @@ final class Router {
     /// Reads the fanotify group until its queue is empty, routing every event (the loop's).
     var drainFanotify: () -> Void = {}
     /// While a fanotify record of a directory's creation is routed: that directory's handle.
-    @exclusivity(unchecked) var creatingDirectory: FileHandle?
+    @exclusivity(unchecked) var creatingDirectory: KernelHandle?
     /// The last cookie given to a fanotify rename, which pairs its halves here.
     @exclusivity(unchecked) var fanotifyCookie: UInt32 = 0
 
@@ -862,7 +862,11 @@ final class Router {
             // A watcher whose backlog overflowed is told from what it knew then, once its backlog
             // has been delivered; until then its changes stay dropped.
             for watch in catchingUp {
-                let baseline = takeCatchUp(watch.subscriber)[wd] ?? NameTable()
+                let baselines = takeCatchUp(watch.subscriber)
+                // A fanotify tree's directory not yet listed when the backlog overflowed: what the
+                // watcher was told of it is unknown, and its entries are not news.
+                if baselines[wd] == nil, watch.subscriber.loop.tree?.isLazy == true { continue }
+                let baseline = baselines[wd] ?? NameTable()
                 report(Snapshot.differences(from: baseline.dictionary(), to: current), to: watch)
             }
             for watch in resuming {

@@ -1,7 +1,7 @@
 /// A file handle as fanotify names a directory: the file system's id, the handle's type and its
 /// bytes, kept end to end as one key (the router's table from handle to directory hashes it once
 /// per event).
-struct FileHandle: Hashable, Sendable {
+struct KernelHandle: Hashable, Sendable {
     /// The 8 bytes of the file system's id, the handle's type (4 bytes, little-endian), the handle.
     let key: [UInt8]
 
@@ -35,14 +35,14 @@ struct FanotifyEvent: Equatable, Sendable {
     /// The directory that holds the entry (for `FAN_RENAME`, the one it left), and the entry's
     /// name; "." for an event about the directory itself. Nil for an overflow, or an event about a
     /// file that no directory holds any more (reported by its own handle alone).
-    var directory: FileHandle?
+    var directory: KernelHandle?
     var name: [UInt8] = []
     /// For `FAN_RENAME`: the directory the entry went to, and its name there.
-    var newDirectory: FileHandle?
+    var newDirectory: KernelHandle?
     var newName: [UInt8] = []
     /// The handle of the object itself (the entry, for an event about a name), when the kernel
     /// gives it (`FAN_REPORT_TARGET_FID`, since 5.17).
-    var object: FileHandle?
+    var object: KernelHandle?
 
     var isOverflow: Bool { mask & FanotifyMask.queueOverflow != 0 }
     var isRename: Bool { mask & FanotifyMask.rename != 0 }
@@ -143,12 +143,12 @@ enum FanotifyEventParser {
 
     /// A record of a directory's handle and a name: a 4-byte header, the file system's 8-byte id,
     /// `struct file_handle` (`handle_bytes`, `handle_type`, the bytes), then the name and its NUL.
-    private static func directoryAndName(_ record: UnsafeRawBufferPointer) -> (FileHandle, [UInt8])? {
+    private static func directoryAndName(_ record: UnsafeRawBufferPointer) -> (KernelHandle, [UInt8])? {
         handle(record, named: true)
     }
 
     /// A record of a handle, followed by a name and its NUL when `named`.
-    private static func handle(_ record: UnsafeRawBufferPointer, named: Bool) -> (FileHandle, [UInt8])? {
+    private static func handle(_ record: UnsafeRawBufferPointer, named: Bool) -> (KernelHandle, [UInt8])? {
         let handleStart = 4 + 8
         guard record.count >= handleStart + 8 else { return nil }
         let handleLength = Int(record.loadUnaligned(fromByteOffset: handleStart, as: UInt32.self))
@@ -156,7 +156,7 @@ enum FanotifyEventParser {
         let bytesStart = handleStart + 8
         guard handleLength <= record.count - bytesStart else { return nil }
         let nameStart = bytesStart + handleLength
-        let handle = FileHandle(
+        let handle = KernelHandle(
             fileSystemID: record[4..<handleStart], type: type, bytes: record[bytesStart..<nameStart])
         guard named else { return (handle, []) }
         guard let nul = record[nameStart...].firstIndex(of: 0) else { return nil }

@@ -542,7 +542,7 @@ struct System: Sendable {
 
     /// The handle of `name` in the open directory `directory`, or of `directory` itself (nil),
     /// keyed with its file system's id. `EOPNOTSUPP`: the file system gives no handles.
-    func fileHandle(in directory: Int32, name: [UInt8]?, fileSystemID: [UInt8]) throws(SyscallError) -> FileHandle {
+    func fileHandle(in directory: Int32, name: [UInt8]?, fileSystemID: [UInt8]) throws(SyscallError) -> KernelHandle {
         var type: Int32 = 0
         var length: UInt32 = 128
         var bytes = [UInt8](repeating: 0, count: 128)
@@ -558,12 +558,12 @@ struct System: Sendable {
                 return calls.nameToHandle(directory, nil, &type, buffer.baseAddress!, &length)
             }
         }
-        return FileHandle(fileSystemID: fileSystemID, type: type, bytes: bytes[..<Int(length)])
+        return KernelHandle(fileSystemID: fileSystemID, type: type, bytes: bytes[..<Int(length)])
     }
 
     /// A descriptor (`O_PATH`) of the object `handle` names, on the file system `mountFD` is
     /// open on. `ESTALE`: the object is gone.
-    func open(_ handle: FileHandle, mountFD: Int32) throws(SyscallError) -> Int32 {
+    func open(_ handle: KernelHandle, mountFD: Int32) throws(SyscallError) -> Int32 {
         let bytes = Array(handle.bytes)
         return try bytes.withUnsafeBufferPointer { buffer throws(SyscallError) in
             try retrying("open_by_handle_at") {

@@ -35,12 +35,12 @@ struct FanotifyMarks {
     }
     /// Marked file systems, by id.
     private(set) var marks: [[UInt8]: Mark] = [:]
-    private var descriptors: [FileHandle: Int32] = [:]
-    private var handles = ByDescriptor<FileHandle>()
+    private var descriptors: [KernelHandle: Int32] = [:]
+    private var handles = ByDescriptor<KernelHandle>()
     private var next = firstDescriptor
     /// Handles resolved to directories outside every watched tree. Bounded: past
     /// ``outsideLimit`` it starts again empty (a cache, whose misses cost a resolution).
-    private(set) var outside: Set<FileHandle> = []
+    private(set) var outside: Set<KernelHandle> = []
     static let outsideLimit = 65_536
 
     init(system: System) { self.system = system }
@@ -86,15 +86,15 @@ struct FanotifyMarks {
         outside = outside.filter { Array($0.fileSystemID) != id }
     }
 
-    func mountFD(for handle: FileHandle) -> Int32? {
+    func mountFD(for handle: KernelHandle) -> Int32? {
         marks[Array(handle.fileSystemID)]?.mountFD
     }
 
     /// The descriptor of a directory's handle, if it has one.
-    func descriptor(_ handle: FileHandle) -> Int32? { descriptors[handle] }
+    func descriptor(_ handle: KernelHandle) -> Int32? { descriptors[handle] }
 
     /// The descriptor of `handle`, given now if it has none.
-    mutating func descriptor(for handle: FileHandle) -> Int32 {
+    mutating func descriptor(for handle: KernelHandle) -> Int32 {
         if let wd = descriptors[handle] { return wd }
         let wd = next
         next += 1
@@ -105,10 +105,10 @@ struct FanotifyMarks {
     }
 
     /// The handle a descriptor stands for.
-    func handle(_ wd: Int32) -> FileHandle? { handles[wd] }
+    func handle(_ wd: Int32) -> KernelHandle? { handles[wd] }
 
     /// Every handle with a descriptor, and its descriptor.
-    var allDescriptors: [(FileHandle, Int32)] { descriptors.map { ($0.key, $0.value) } }
+    var allDescriptors: [(KernelHandle, Int32)] { descriptors.map { ($0.key, $0.value) } }
 
     /// No watcher uses the directory of `wd` any more.
     mutating func forget(_ wd: Int32) {
@@ -116,9 +116,9 @@ struct FanotifyMarks {
         descriptors[handle] = nil
     }
 
-    mutating func isOutside(_ handle: FileHandle) -> Bool { outside.contains(handle) }
+    mutating func isOutside(_ handle: KernelHandle) -> Bool { outside.contains(handle) }
 
-    mutating func markOutside(_ handle: FileHandle) {
+    mutating func markOutside(_ handle: KernelHandle) {
         if outside.count >= Self.outsideLimit { outside = [] }
         outside.insert(handle)
     }

@@ -1,6 +1,8 @@
 import Foundation
 import XCTest
 
+@testable import DirectoryWatcher
+
 /// fsnotify's script corpus, run against this library. See MAPPING.md next to this file.
 final class FsnotifyConformanceTests: XCTestCase {
     /// `<package root>/../shared/conformance/fsnotify`, found from this file's path.
@@ -31,7 +33,19 @@ final class FsnotifyConformanceTests: XCTestCase {
         return found
     }
 
+    /// Every script; trees through fanotify (the tests run as root).
     func testFsnotifyScripts() throws {
+        try run(label: "fsnotify conformance", backend: .automatic) { _ in true }
+    }
+
+    /// The recursive scripts again, their trees through inotify.
+    func testFsnotifyRecursiveScriptsThroughInotify() throws {
+        try run(label: "fsnotify conformance, watch-recurse through inotify", backend: .inotify) {
+            $0.hasPrefix("watch-recurse/")
+        }
+    }
+
+    private func run(label: String, backend: DirectoryWatcher.Backend, selecting: (String) -> Bool) throws {
         let corpus = Self.corpus
         guard FileManager.default.fileExists(atPath: corpus.path) else {
             print("fsnotify conformance: corpus not found at <package root>/../shared/conformance/fsnotify; skipped")
@@ -41,7 +55,7 @@ final class FsnotifyConformanceTests: XCTestCase {
         var failed: [String] = []
         var skipped: [String] = []
         var differing: [String] = []
-        for (name, url) in try Self.scripts(in: corpus) {
+        for (name, url) in try Self.scripts(in: corpus) where selecting(name) {
             let script: FsnotifyScript
             do {
                 script = try FsnotifyScript(name: name, text: try String(contentsOf: url, encoding: .utf8))
@@ -50,7 +64,7 @@ final class FsnotifyConformanceTests: XCTestCase {
                 XCTFail("\(name): cannot parse: \(error)")
                 continue
             }
-            switch FsnotifyRunner(script).run() {
+            switch FsnotifyRunner(script, backend: backend).run() {
             case .skipped(let reason):
                 skipped.append("\(name): \(reason)")
             case .failed(let message):
@@ -81,7 +95,7 @@ final class FsnotifyConformanceTests: XCTestCase {
         }
         for line in skipped { print("  skipped \(line)") }
         for name in differing { print("  passed with a documented difference (MAPPING.md): \(name)") }
-        print("fsnotify conformance: \(passed) passed, \(failed.count) failed, \(skipped.count) skipped")
+        print("\(label): \(passed) passed, \(failed.count) failed, \(skipped.count) skipped")
     }
 
     /// Both lists sorted, as fsnotify compares them, line by line: `-` only wanted, `+` only had.

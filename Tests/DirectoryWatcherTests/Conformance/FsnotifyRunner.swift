@@ -55,9 +55,13 @@ final class FsnotifyRunner {
     private let script: FsnotifyScript
     private let directory = TemporaryDirectory()
     private let shared = Shared()
+    /// The backend of every watch the script makes (a recursive one is fanotify's, as root, unless
+    /// told otherwise).
+    private let backend: DirectoryWatcher.Backend
 
-    init(_ script: FsnotifyScript) {
+    init(_ script: FsnotifyScript, backend: DirectoryWatcher.Backend = .automatic) {
         self.script = script
+        self.backend = backend
     }
 
     func run() -> Outcome {
@@ -200,7 +204,7 @@ final class FsnotifyRunner {
         var status = stat()
         let isDirectory = stat(target, &status) == 0 && (status.st_mode & S_IFMT) == S_IFDIR
         let mapped = FsnotifyMapping.Watch(path: name, isFile: !isDirectory)
-        let options = DirectoryWatcher.Options(events: events, recursive: recursive)
+        let options = DirectoryWatcher.Options(events: events, recursive: recursive, backend: backend)
         let handler = handler(for: mapped)
         let watcher: DirectoryWatcher
         do {
