@@ -53,6 +53,9 @@ final class FanotifyTreeTests: TreeTests {
         mkdir("a/b")
         directory.touch("a/b/old")
         directory.touch("a/b/kept")
+        // Born before the listing's tick, so the listing vouches for their inodes, and the rescan
+        // follows `kept` to its new name.
+        RescanTests.waitForTheBirthClockToTick()
         try watchTree()
         // The listing after readiness is finished (a loaded machine may not have finished it
         // before readiness): exact recovery starts from it.

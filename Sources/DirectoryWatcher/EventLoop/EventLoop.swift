@@ -72,6 +72,8 @@ final class EventLoop: @unchecked Sendable {
     /// -1 until then. Leader only.
     private var fanotifyFD: Int32 = -1
     private var fanotifyDrained = true
+    /// How many events the group's queue holds (`fs.fanotify.max_queued_events`), read when it opens.
+    private var fanotifyQueueCapacity = 16_384
     var running = true
     private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: EventLoop.readBufferSize, alignment: 16)
     private let tokens = UnsafeMutablePointer<UInt64>.allocate(capacity: 4)
@@ -142,6 +144,11 @@ final class EventLoop: @unchecked Sendable {
                 throw error
             }
             fanotifyFD = fd
+            if let text = system.readProcFile("/proc/sys/fs/fanotify/max_queued_events"),
+                let capacity = Int(String(text.prefix { $0.isNumber })), capacity > 0
+            {
+                fanotifyQueueCapacity = capacity
+            }
             return fd
         }
         router.drainFanotify = { [unowned self] in readFanotifyEvents(now: clock(), untilDrained: true) }
@@ -233,7 +240,10 @@ final class EventLoop: @unchecked Sendable {
     private func readFanotifyEvents(now: UInt64, untilDrained: Bool) {
         guard fanotifyFD >= 0 else { return }
         var reads = 0
-        while untilDrained || reads < Self.readsPerWakeUp {
+        // What was queued when the barrier asked is at most the queue's capacity: past that many
+        // events, whatever is read was queued after (a busy file system may never leave it empty).
+        var budget = untilDrained ? fanotifyQueueCapacity + 1 : 0
+        while untilDrained ? budget > 0 : reads < Self.readsPerWakeUp {
             reads += 1
             let count: Int?
             do {
@@ -249,6 +259,7 @@ final class EventLoop: @unchecked Sendable {
             let parsed = FanotifyEventParser.parse(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
             for fd in parsed.descriptors { system.close(fd) }
             for event in parsed.events { router.receive(event, now: now) }
+            budget -= parsed.events.count
             if parsed.isMalformed { router.receive(FanotifyEvent(mask: FanotifyMask.queueOverflow), now: now) }
             // A record is at most a few hundred bytes (two handles and two names).
             fanotifyDrained = count <= Self.readBufferSize - Self.largestFanotifyRecord
