@@ -46,9 +46,19 @@ final class DeepPathTests: WatchedDirectoryTestCase {
     }
 
     func testATreeBelowPathMaxIsWatched() throws {
+        try treeBelowPathMaxIsWatched(backend: .inotify)
+    }
+
+    func testATreeBelowPathMaxIsWatchedThroughFanotify() throws {
+        try treeBelowPathMaxIsWatched(backend: .fanotify)
+    }
+
+    private func treeBelowPathMaxIsWatched(backend: DirectoryWatcher.Backend) throws {
         try watch {
-            try DirectoryWatcher.watchFolder(path: deep.path, options: .init(recursive: true), delegate: $0)
+            try DirectoryWatcher.watchFolder(
+                path: deep.path, options: .init(recursive: true, backend: backend), delegate: $0)
         }
+        XCTAssertEqual(watcher.backendChoice?.kind, backend == .inotify ? .inotify : .fanotify)
         XCTAssertEqual(mkdirat(deep.fd, "sub", 0o755), 0)
         let inner = deep.touch("sub/inner")
         XCTAssertEqual(

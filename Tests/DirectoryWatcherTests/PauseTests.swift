@@ -90,7 +90,7 @@ final class PauseTests: WatchedDirectoryTestCase {
         let loop = try EventLoop(system: System(calls))
         defer { loop.shutdown() }
         for index in 0..<20 { directory.mkdir("d\(index)") }
-        let options = DirectoryWatcher.Options(recursive: true)
+        let options = DirectoryWatcher.Options(recursive: true, backend: .inotify)
         try watch {
             try DirectoryWatcher.make(path: directory.path, options: options, delegate: $0, queue: nil, loop: loop)
         }
@@ -107,8 +107,17 @@ final class PauseTests: WatchedDirectoryTestCase {
     }
 
     func testATreeMadeWhilePausedIsReportedWithItsEntries() throws {
+        try treeMadeWhilePausedIsReportedWithItsEntries(backend: .inotify)
+    }
+
+    func testATreeMadeWhilePausedIsReportedWithItsEntriesThroughFanotify() throws {
+        try treeMadeWhilePausedIsReportedWithItsEntries(backend: .fanotify)
+    }
+
+    private func treeMadeWhilePausedIsReportedWithItsEntries(backend: DirectoryWatcher.Backend) throws {
         try watch {
-            try DirectoryWatcher.watchFolder(path: directory.path, options: .init(recursive: true), delegate: $0)
+            try DirectoryWatcher.watchFolder(
+                path: directory.path, options: .init(recursive: true, backend: backend), delegate: $0)
         }
         XCTAssertTrue(watcher.pause())
         directory.mkdir("a")

@@ -47,14 +47,16 @@ final class SettledWatcherTests: XCTestCase {
     }
 
     private func watch(
-        _ settling: DirectoryWatcher.Settling, events: DirectoryWatcher.Events = .default, recursive: Bool = false
+        _ settling: DirectoryWatcher.Settling, events: DirectoryWatcher.Events = .default, recursive: Bool = false,
+        backend: DirectoryWatcher.Backend = .automatic
     ) throws -> DirectoryWatcher {
         let batches = batches
         let delegate = ClosureRecorder { changes in batches.update { $0.append(changes) } }
         delegates.append(delegate)
         return try DirectoryWatcher.make(
             path: directory.path,
-            options: .init(events: events, delivery: .eventLoopThread, recursive: recursive, settling: settling),
+            options: .init(
+                events: events, delivery: .eventLoopThread, recursive: recursive, settling: settling, backend: backend),
             delegate: delegate, queue: nil, loop: loop)
     }
 
@@ -174,12 +176,15 @@ final class SettledWatcherTests: XCTestCase {
 
     /// `rm -rf` of a directory in a watched tree: one removal, not one per entry (unless asked).
     func testATreesDirectoryRemovedWithItsContentsIsOneRemoval() throws {
-        for listsRemovedContents in [false, true] {
+        for (listsRemovedContents, backend) in [
+            (false, DirectoryWatcher.Backend.inotify), (true, .inotify), (false, .fanotify), (true, .fanotify),
+        ] {
             directory.mkdir("build")
             directory.mkdir("build/objects")
             for name in ["build/a.o", "build/objects/b.o", "build/objects/c.o"] { directory.touch(name) }
             let watcher = try watch(
-                .init(quietPeriod: .milliseconds(50), listsRemovedContents: listsRemovedContents), recursive: true)
+                .init(quietPeriod: .milliseconds(50), listsRemovedContents: listsRemovedContents), recursive: true,
+                backend: backend)
             defer { watcher.invalidate() }
             try FileManager.default.removeItem(atPath: directory.url("build"))
             pass(milliseconds: 50)
@@ -205,7 +210,15 @@ final class SettledWatcherTests: XCTestCase {
     /// `mkdir -p` and files written in it, in a watched tree: each entry once, as created, with
     /// its path; nothing of the writing.
     func testANewTreeIsReportedAsCreatedOnceItIsWritten() throws {
-        let watcher = try watch(.init(quietPeriod: .milliseconds(50)), recursive: true)
+        try newTreeIsReportedAsCreatedOnceItIsWritten(backend: .inotify)
+    }
+
+    func testANewTreeIsReportedAsCreatedOnceItIsWrittenThroughFanotify() throws {
+        try newTreeIsReportedAsCreatedOnceItIsWritten(backend: .fanotify)
+    }
+
+    private func newTreeIsReportedAsCreatedOnceItIsWritten(backend: DirectoryWatcher.Backend) throws {
+        let watcher = try watch(.init(quietPeriod: .milliseconds(50)), recursive: true, backend: backend)
         defer { watcher.invalidate() }
         try FileManager.default.createDirectory(
             atPath: directory.url("out/x/y"), withIntermediateDirectories: true)

@@ -62,8 +62,10 @@ extension Router {
         var keepsMount = false
         defer { if !keepsMount { table.system.close(mount) } }
         do {
+            // Marked through the mount's descriptor: a root deeper than PATH_MAX has no path to give.
             keepsMount = try fanotify.mark(
-                root, directory: mount, id: id, mask: FanotifyTranslation.markMask(selecting: subscription.mask))
+                FileSystemPath("/proc/self/fd/\(mount)"), directory: mount, id: id,
+                mask: FanotifyTranslation.markMask(selecting: subscription.mask))
         } catch {
             let why =
                 error.errno == EPERM
@@ -180,7 +182,28 @@ extension Router {
     /// Whether `name` exists in the directory of `wd` now (a merged record's order).
     private func entryExists(_ name: [UInt8], in wd: Int32) -> Bool {
         guard let path = table.watches(wd).first?.directory else { return false }
-        return (try? table.system.entryStatus(in: AT_FDCWD, name: Array(path.appending(bytes: name).bytes))) != nil
+        let status = try? inDirectory(path) { fd throws(SyscallError) in
+            try table.system.entryStatus(in: fd, name: name)
+        }
+        return status != nil && status! != nil
+    }
+
+    /// The handle of the directory at `path`, whatever its length.
+    private func directoryHandle(_ path: FileSystemPath, fileSystemID id: [UInt8]) throws(SyscallError) -> KernelHandle
+    {
+        try inDirectory(path.parent) { fd throws(SyscallError) in
+            try table.system.fileHandle(in: fd, name: Array(path.lastComponent.bytes), fileSystemID: id)
+        }
+    }
+
+    /// Runs `body` with a descriptor (`O_PATH`) of the directory `path`, of any length (opened in
+    /// steps past PATH_MAX).
+    private func inDirectory<Result>(
+        _ path: FileSystemPath, _ body: (Int32) throws(SyscallError) -> Result
+    ) throws(SyscallError) -> Result {
+        let fd = try table.system.openDirectoryReference(path, followingLinks: false)
+        defer { table.system.close(fd) }
+        return try body(fd)
     }
 
     /// The descriptor of the directory `handle` names, resolved now if the table does not know
@@ -244,10 +267,7 @@ extension Router {
             if index == names.count - 1 {
                 childHandle = handle
             } else {
-                guard
-                    let found = try? table.system.fileHandle(
-                        in: AT_FDCWD, name: Array(childPath.bytes), fileSystemID: id)
-                else { return nil }
+                guard let found = try? directoryHandle(childPath, fileSystemID: id) else { return nil }
                 childHandle = found
             }
             let wd = fanotify.descriptor(for: childHandle)
