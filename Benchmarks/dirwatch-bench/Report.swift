@@ -38,7 +38,8 @@ struct Report {
         if !open.isEmpty {
             lines.append("")
             lines.append(
-                "Goals not measurable yet (the feature is not in the library): \(open.joined(separator: "; ")).")
+                "Goals not measurable in this run (the feature is not in the library, or this machine cannot use it): "
+                    + "\(open.joined(separator: "; ")).")
         }
         lines.append("")
         lines.append("## Where the time goes")
