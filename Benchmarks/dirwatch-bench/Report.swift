@@ -274,8 +274,10 @@ enum Machine {
         uname(&names)
         let kernel = withUnsafeBytes(of: names.release) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
         let queued = readText("/proc/sys/fs/inotify/max_queued_events")?.filter(\.isNumber) ?? "?"
+        let fanotifyQueued = readText("/proc/sys/fs/fanotify/max_queued_events")?.filter(\.isNumber) ?? "?"
         // The load when the run started: other work on a shared machine moves the absolute figures.
         let load = readText("/proc/loadavg")?.split(separator: " ").first.map(String.init) ?? "?"
-        return "\(model), \(cores) cores, Linux \(kernel), fs.inotify.max_queued_events \(queued), load average \(load)"
+        return "\(model), \(cores) cores, Linux \(kernel), fs.inotify.max_queued_events \(queued), "
+            + "fs.fanotify.max_queued_events \(fanotifyQueued), load average \(load)"
     }
 }
