@@ -59,6 +59,9 @@ final class Bench {
     private(set) var handoff: [String: [Double]] = [:]
     /// The trees made for recursive setup, kept for the peers until the scratch directory goes.
     private(set) var treeRoots: [Int: String] = [:]
+    /// Why this process cannot watch on fanotify (not root, say), once a child has said so: the
+    /// fanotify rows then say it instead of a figure.
+    private(set) var fanotifyUnavailable: String?
 
     init(configuration: Configuration) throws(BenchError) {
         self.configuration = configuration
@@ -120,8 +123,14 @@ final class Bench {
         var overflows: [Contender: [Double]] = [:]
         var footprints: [Contender: [[String: Double]]] = [:]
         var slowThreads: [Contender: [Double]] = [:]
+        var fanotifyCPU: [Double] = []
+        var fanotifyLost: [Double] = []
+        var fanotifyOverflows: [Double] = []
         var trees: [Int: [Double]] = [:]
+        var floorWatches: [Int: [Double]] = [:]
         var libraryTrees: [Int: [Double]] = [:]
+        var fanotifyTrees: [Int: [Double]] = [:]
+        var fanotifyWatches: [Int: [Double]] = [:]
         var treeHeap: [Double] = []
         var settled50: [Double] = []
         var settled99: [Double] = []
@@ -157,6 +166,15 @@ final class Bench {
                 cpu[contender, default: []].append(burst.cpuPerChange / 1000)
                 lost[contender, default: []].append(Double(c.burstSize - burst.created))
                 overflows[contender, default: []].append(Double(burst.overflows))
+                // The library again, right after its inotify burst: a recursive watcher on fanotify.
+                guard contender == .library, fanotifyUnavailable == nil else { continue }
+                log(
+                    "round \(round + 1)/\(c.rounds): library on fanotify: burst of \(format(Double(c.burstSize))) creates"
+                )
+                guard let fanotify = try fanotifyBurst(round: round) else { continue }
+                fanotifyCPU.append(fanotify.cpuPerChange / 1000)
+                fanotifyLost.append(Double(c.burstSize - fanotify.created))
+                fanotifyOverflows.append(Double(fanotify.overflows))
             }
             for contender in order {
                 log("round \(round + 1)/\(c.rounds): \(contender): \(format(Double(c.watcherCount))) watchers")
@@ -175,11 +193,20 @@ final class Bench {
             try Files.makeTree(at: root, directories: size)
             for round in 0..<c.rounds {
                 log("round \(round + 1)/\(c.rounds): floor: recursive setup over \(format(Double(size)))")
-                trees[size, default: []].append(try floorTree(root: root) / 1e6)
+                let floor = try floorTree(root: root)
+                trees[size, default: []].append(floor.nanoseconds / 1e6)
+                floorWatches[size, default: []].append(floor.watches)
                 log("round \(round + 1)/\(c.rounds): library: recursive setup over \(format(Double(size)))")
-                let (nanoseconds, heapPerDirectory) = try libraryTree(root: root, directories: size)
-                libraryTrees[size, default: []].append(nanoseconds / 1e6)
-                if size == c.treeSizes.last { treeHeap.append(heapPerDirectory) }
+                if let tree = try libraryTree(root: root, directories: size, fanotify: false) {
+                    libraryTrees[size, default: []].append(tree.nanoseconds / 1e6)
+                    if size == c.treeSizes.last { treeHeap.append(tree.heapPerDirectory) }
+                }
+                guard fanotifyUnavailable == nil else { continue }
+                log("round \(round + 1)/\(c.rounds): library on fanotify: recursive setup over \(format(Double(size)))")
+                if let tree = try libraryTree(root: root, directories: size, fanotify: true) {
+                    fanotifyTrees[size, default: []].append(tree.nanoseconds / 1e6)
+                    fanotifyWatches[size, default: []].append(tree.watches)
+                }
             }
             treeRoots[size] = root
         }
@@ -215,6 +242,10 @@ final class Bench {
         {
             Figure(key: key, name: name, unit: unit, library: measured.0, floor: measured.1, goal: goal)
         }
+        /// The library's values on fanotify, or why there are none.
+        func onFanotify(_ values: [Double]) -> Measured {
+            fanotifyUnavailable.map { .notAvailable($0) } ?? .values(values)
+        }
         figures = [
             figure(
                 "latency50", "Latency, file created → callback, p50", "µs", paired(latency50, floorLatency50),
@@ -240,16 +271,39 @@ final class Bench {
             figure(
                 "cpu-queue", "CPU per change, burst of \(burstName)\(onQueue)", "µs", both(cpu, .libraryQueue),
                 .none),
+            figure(
+                "cpu-fanotify", "CPU per change, burst of \(burstName), fanotify", "µs",
+                (onFanotify(fanotifyCPU), .values(cpu[.floor] ?? [])), .none),
             figure("lost", "Changes lost in the burst", "changes", both(lost), .atMost(0)),
             figure(
                 "lost-queue", "Changes lost in the burst\(onQueue)", "changes", both(lost, .libraryQueue), .atMost(0)),
+            figure(
+                "lost-fanotify", "Changes lost in the burst, fanotify", "changes",
+                (onFanotify(fanotifyLost), .values(lost[.floor] ?? [])), .atMost(0)),
             figure("overflows", "Overflow notices in the burst", "notices", both(overflows), .none),
+            figure(
+                "overflows-fanotify", "Overflow notices in the burst, fanotify", "notices",
+                (onFanotify(fanotifyOverflows), .values(overflows[.floor] ?? [])), .none),
         ]
         for size in c.treeSizes {
-            figures.append(
+            // Keys of the fanotify rows do not start with "tree-": the peers fill those.
+            figures += [
                 figure(
                     "tree-\(size)", "Recursive setup, \(format(Double(size))) directories", "ms",
-                    (.values(libraryTrees[size] ?? []), .values(trees[size] ?? [])), .ratioAtMost(1.0)))
+                    (.values(libraryTrees[size] ?? []), .values(trees[size] ?? [])), .ratioAtMost(1.0)),
+                figure(
+                    "fanotify-tree-\(size)", "Recursive setup, \(format(Double(size))) directories, fanotify", "ms",
+                    (onFanotify(fanotifyTrees[size] ?? []), .values(trees[size] ?? [])),
+                    size >= 100_000 ? .ratioAtMost(0.1) : .none),
+            ]
+        }
+        if let largest = c.treeSizes.last {
+            figures.append(
+                figure(
+                    "fanotify-watches",
+                    "Recursive setup, \(format(Double(largest))) directories, fanotify: inotify watches used",
+                    "watches", (onFanotify(fanotifyWatches[largest] ?? []), .values(floorWatches[largest] ?? [])),
+                    .atMost(0)))
         }
         if let largest = c.treeSizes.last {
             figures.append(
@@ -387,14 +441,31 @@ final class Bench {
     }
 
     /// Creates files as fast as one thread can while the child watches, then stops the child and
-    /// charges it the CPU time it spent after it said it was ready.
+    /// charges it the CPU time it spent after it said it was ready. The library watches on
+    /// inotify, named so: what `.automatic` picks may change, the row's meaning must not.
     private func burst(_ contender: Contender, round: Int) throws(BenchError) -> BurstResult {
-        let c = configuration
+        let backend = contender == .library || contender == .libraryQueue ? ["inotify"] : []
         let directory = "\(scratch)/burst-\(contender)-\(round)"
+        guard let result = try burst(in: directory, arguments: ["\(contender)-watch", directory, "quiet"] + backend)
+        else { throw BenchError("child \(contender)-watch said fanotify is unavailable, watching on inotify") }
+        return result
+    }
+
+    /// The same burst under a recursive library watcher on fanotify, in the same scratch
+    /// directory (so on the same file system: its one mark covers all of it, and the rest of the
+    /// machine's changes to that file system are read and dropped as well). Nil when this process
+    /// cannot use fanotify.
+    private func fanotifyBurst(round: Int) throws(BenchError) -> BurstResult? {
+        let directory = "\(scratch)/burst-fanotify-\(round)"
+        return try burst(in: directory, arguments: ["library-watch", directory, "quiet", "fanotify"])
+    }
+
+    private func burst(in directory: String, arguments: [String]) throws(BenchError) -> BurstResult? {
+        let c = configuration
         try Files.makeDirectory(directory)
         defer { Files.remove(directory) }
-        let process = try child(["\(contender)-watch", directory, "quiet"])
-        let ready = try process.expectLine(containing: "ready")
+        let process = try child(arguments)
+        guard let ready = try expectLine(process, containing: "ready") else { return nil }
         try Files.createFiles(in: directory, prefix: "f", count: c.burstSize)
         process.closeControl()
         let done = try process.expectLine(containing: "done")
@@ -403,6 +474,23 @@ final class Bench {
         return BurstResult(
             cpuPerChange: cpu / Double(c.burstSize), created: Int(try value("created", in: done)),
             overflows: Int(try value("overflows", in: done)))
+    }
+
+    /// The child's first line containing `marker`; nil, once the child has exited, when it said
+    /// instead that it cannot watch on fanotify (`unavailable REASON`), the reason kept for the
+    /// fanotify rows.
+    private func expectLine(_ process: ChildProcess, containing marker: String) throws(BenchError) -> String? {
+        while let line = process.readLine() {
+            if line.hasPrefix("unavailable ") {
+                let reason = String(line.dropFirst("unavailable ".count))
+                log("\(process.name): fanotify cannot be used here: \(reason); its rows will say so")
+                fanotifyUnavailable = reason
+                _ = try process.wait()
+                return nil
+            }
+            if line.contains(marker) { return line }
+        }
+        throw BenchError("\(process.name) exited before printing \"\(marker)\"")
     }
 
     private func many(_ contender: Contender, parent: String) throws(BenchError) -> [String: Double] {
@@ -423,23 +511,36 @@ final class Bench {
         return try value("threads", in: line)
     }
 
-    /// Nanoseconds the library took to watch the tree, and the heap it added per directory.
-    private func libraryTree(root: String, directories: Int) throws(BenchError) -> (Double, Double) {
-        let process = try child(["library-tree", root])
-        let line = try process.expectLine(containing: "tree")
-        _ = try process.wait()
-        guard Int(try value("directories", in: line)) == directories else {
-            throw BenchError("library-tree watched \(try value("directories", in: line)) of \(directories) directories")
-        }
-        return (try value("ns", in: line), try value("heap", in: line) / Double(directories + 1))
+    struct TreeResult {
+        let nanoseconds: Double
+        let heapPerDirectory: Double
+        /// inotify watches the recursive watcher added to the process's.
+        let watches: Double
     }
 
-    /// Nanoseconds the floor took to watch the tree.
-    private func floorTree(root: String) throws(BenchError) -> Double {
+    /// How long the library took to watch the tree (recursively, on inotify or on fanotify), the
+    /// heap it added per directory, and the inotify watches it added. Nil when this process
+    /// cannot use fanotify.
+    private func libraryTree(root: String, directories: Int, fanotify: Bool) throws(BenchError) -> TreeResult? {
+        let process = try child([fanotify ? "library-tree-fanotify" : "library-tree", root])
+        guard let line = try expectLine(process, containing: "tree") else { return nil }
+        _ = try process.wait()
+        guard Int(try value("directories", in: line)) == directories else {
+            throw BenchError(
+                "\(process.name) watched \(try value("directories", in: line)) of \(directories) directories")
+        }
+        return TreeResult(
+            nanoseconds: try value("ns", in: line),
+            heapPerDirectory: try value("heap", in: line) / Double(directories + 1),
+            watches: try value("watches", in: line))
+    }
+
+    /// Nanoseconds the floor took to watch the tree, and its watches (a directory each).
+    private func floorTree(root: String) throws(BenchError) -> (nanoseconds: Double, watches: Double) {
         let process = try child(["floor-tree", root])
         let line = try process.expectLine(containing: "tree")
         _ = try process.wait()
-        return try value("ns", in: line)
+        return (try value("ns", in: line), try value("directories", in: line))
     }
 
     /// Heap bytes per entry and milliseconds of the floor's snapshot of a directory (in this

@@ -18,10 +18,14 @@ enum Child {
     static func run(_ arguments: [String]) -> Never {
         do throws(BenchError) {
             switch (arguments.first, arguments.count) {
-            case ("library-watch", 3):
-                try libraryWatch(directory: arguments[1], reports: arguments[2] == "report", delivery: .automatic)
-            case ("libraryQueue-watch", 3):
-                try libraryWatch(directory: arguments[1], reports: arguments[2] == "report", delivery: .queue)
+            case ("library-watch", 3), ("library-watch", 4):
+                try libraryWatch(
+                    directory: arguments[1], reports: arguments[2] == "report", delivery: .automatic,
+                    backend: try WatchBackend(arguments.count > 3 ? arguments[3] : nil))
+            case ("libraryQueue-watch", 3), ("libraryQueue-watch", 4):
+                try libraryWatch(
+                    directory: arguments[1], reports: arguments[2] == "report", delivery: .queue,
+                    backend: try WatchBackend(arguments.count > 3 ? arguments[3] : nil))
             case ("floor-watch", 3):
                 try floorWatch(directory: arguments[1], reports: arguments[2] == "report", handOff: false)
             case ("library-settled", 3):
@@ -46,7 +50,8 @@ enum Child {
                 try libraryPollIdle(directory: arguments[1], intervalMilliseconds: Int(arguments[2]) ?? 100)
             case ("floor-many", 3): try floorMany(parent: arguments[1], count: Int(arguments[2]) ?? 0)
             case ("floor-tree", 2): try floorTree(root: arguments[1])
-            case ("library-tree", 2): try libraryTree(root: arguments[1])
+            case ("library-tree", 2): try libraryTree(root: arguments[1], backend: .inotify)
+            case ("library-tree-fanotify", 2): try libraryTree(root: arguments[1], backend: .fanotify)
             default: throw BenchError("unknown child mode: \(arguments.joined(separator: " "))")
             }
         } catch {
@@ -65,15 +70,64 @@ enum Child {
         let changes = Atomic<Int>(0)
     }
 
+    /// How a `*-watch` child watches its directory: with the default options (latency), or with
+    /// the backend named after the mode's other arguments (bursts): `inotify`, a plain watcher
+    /// forced onto inotify, or `fanotify`, a recursive watcher on fanotify.
+    enum WatchBackend {
+        case automatic
+        case inotify
+        case fanotifyTree
+
+        init(_ name: String?) throws(BenchError) {
+            switch name {
+            case nil: self = .automatic
+            case "inotify": self = .inotify
+            case "fanotify": self = .fanotifyTree
+            case let name?: throw BenchError("unknown backend for a watch child: \(name)")
+            }
+        }
+    }
+
+    /// Starts a watcher that must run on fanotify. A process that may not use fanotify (not
+    /// root) is not an error of the benchmark: the child prints `unavailable REASON` and exits, and
+    /// the parent reports the fanotify rows as not available. A watcher that starts on another
+    /// backend is one (the rows would measure the wrong thing): the child fails.
+    private static func fanotifyWatcher(
+        path: String, options: DirectoryWatcher.Options, handler: @escaping @Sendable ([DirectoryChange]) -> Void
+    ) throws(BenchError) -> DirectoryWatcher {
+        let watcher: DirectoryWatcher
+        do throws(DirectoryWatcherError) {
+            watcher = try DirectoryWatcher.watchFolder(path: path, options: options, handler: handler)
+        } catch let error where error.code == .backendUnavailable {
+            writeAll("unavailable \(error.detail ?? error.reason)\n", to: 1)
+            exit(0)
+        } catch {
+            throw BenchError("library: \(error)")
+        }
+        guard watcher.backendChoice?.kind == .fanotify else {
+            watcher.invalidate()
+            throw BenchError(
+                "library: asked for fanotify, got \(watcher.backendChoice.map { "\($0)" } ?? "no backend")")
+        }
+        return watcher
+    }
+
     private static func libraryWatch(
         directory: String, reports: Bool, delivery: DirectoryWatcher.Delivery,
-        settling: DirectoryWatcher.Settling? = nil
+        settling: DirectoryWatcher.Settling? = nil, backend: WatchBackend = .automatic
     ) throws(BenchError) {
         let tally = Tally()
         let watcher: DirectoryWatcher
         do {
-            let options = DirectoryWatcher.Options(delivery: delivery, settling: settling)
-            watcher = try DirectoryWatcher.watchFolder(path: directory, options: options) { changes in
+            var options = DirectoryWatcher.Options(delivery: delivery, settling: settling)
+            switch backend {
+            case .automatic: break
+            case .inotify: options.backend = .inotify
+            case .fanotifyTree:
+                options.recursive = true
+                options.backend = .fanotify
+            }
+            let handler: @Sendable ([DirectoryChange]) -> Void = { changes in
                 for change in changes {
                     if reports {
                         var now = monotonicNanoseconds()
@@ -87,6 +141,13 @@ enum Child {
                 }
                 tally.changes.add(changes.count, ordering: .relaxed)
             }
+            if backend == .fanotifyTree {
+                watcher = try fanotifyWatcher(path: directory, options: options, handler: handler)
+            } else {
+                watcher = try DirectoryWatcher.watchFolder(path: directory, options: options, handler: handler)
+            }
+        } catch let error as BenchError {
+            throw error
         } catch {
             throw BenchError("library: \(error)")
         }
@@ -313,26 +374,57 @@ enum Child {
 
     // MARK: - Trees
 
-    /// The library's recursive setup, timed from the call to its return, when every directory of
-    /// the tree is watched and listed; with the heap it added. The loop is running already (a
-    /// plain watcher of the root), as the floor's inotify descriptor is open before its clock
-    /// starts.
-    private static func libraryTree(root: String) throws(BenchError) {
+    /// The library's recursive setup, timed from the call to its return; with the heap it added
+    /// and the inotify watches. The loop is running already (a plain watcher of the root), as the
+    /// floor's inotify descriptor is open before its clock starts. On inotify the call returns
+    /// when every directory of the tree is watched and listed; on fanotify, once its one mark is
+    /// in place and it has listed what it can of the tree in 10 ms (the rest is listed after
+    /// readiness, and `watchedDirectories()` below waits for that, outside the clock).
+    private static func libraryTree(root: String, backend: DirectoryWatcher.Backend) throws(BenchError) {
         do {
             let plain = try DirectoryWatcher.watchFolder(path: root, options: .init(recovery: .notice)) { _ in }
             defer { plain.invalidate() }
+            // The loop's own: its barrier file's and the plain watcher's.
+            let watchesBefore = kernelWatches()
             let heap = cbs_heap_bytes_in_use()
+            let options = DirectoryWatcher.Options(recursive: true, backend: backend)
             let start = monotonicNanoseconds()
-            let tree = try DirectoryWatcher.watchFolder(path: root, options: .init(recursive: true)) { _ in }
+            let tree =
+                backend == .fanotify
+                ? try fanotifyWatcher(path: root, options: options) { _ in }
+                : try DirectoryWatcher.watchFolder(path: root, options: options) { _ in }
             let elapsed = monotonicNanoseconds() - start
+            defer { tree.invalidate() }
+            if backend != .fanotify, tree.backendChoice?.kind != .inotify {
+                throw BenchError(
+                    "library: asked for inotify, got \(tree.backendChoice.map { "\($0)" } ?? "no backend")")
+            }
             settle(tree)
             let added = cbs_heap_bytes_in_use() - heap
             let count = tree.watchedDirectories().count - 1
-            defer { tree.invalidate() }
-            writeAll("tree directories=\(count) ns=\(elapsed) heap=\(added)\n", to: 1)
+            let watches = kernelWatches() - watchesBefore
+            writeAll("tree directories=\(count) ns=\(elapsed) heap=\(added) watches=\(watches)\n", to: 1)
+        } catch let error as BenchError {
+            throw error
         } catch {
             throw BenchError("library: \(error)")
         }
+    }
+
+    /// The kernel watches of all of this process's inotify instances: the `inotify wd:` lines of
+    /// their `/proc/self/fdinfo`.
+    private static func kernelWatches() -> Int {
+        var target = [CChar](repeating: 0, count: 64)
+        var watches = 0
+        for fd in directoryEntries("/proc/self/fd") {
+            let count = readlink("/proc/self/fd/\(fd)", &target, target.count - 1)
+            guard count > 0,
+                String(decoding: target[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self) == "anon_inode:inotify",
+                let info = readText("/proc/self/fdinfo/\(fd)")
+            else { continue }
+            watches += info.split(separator: "\n").filter { $0.hasPrefix("inotify wd:") }.count
+        }
+        return watches
     }
 
     /// Waits for a barrier of `watcher`: the loop has then run every task before it and freed

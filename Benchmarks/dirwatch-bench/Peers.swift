@@ -60,7 +60,10 @@ struct Peers {
             (
                 Peer(
                     name: "dirwatch --json",
-                    command: { directory, recursive in [dirwatch, "--json"] + (recursive ? ["-r"] : []) + [directory] },
+                    command: { directory, recursive in
+                        // On inotify, as the library's rows: -r alone would pick fanotify as root.
+                        [dirwatch, "--json"] + (recursive ? ["-r", "--backend", "inotify"] : []) + [directory]
+                    },
                     readyMarker: "Watches established", createdMarker: "\"created\"", recursive: true,
                     mergeStandardError: true),
                 access(dirwatch, X_OK) == 0

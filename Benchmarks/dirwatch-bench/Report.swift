@@ -38,7 +38,8 @@ struct Report {
         if !open.isEmpty {
             lines.append("")
             lines.append(
-                "Goals not measurable yet (the feature is not in the library): \(open.joined(separator: "; ")).")
+                "Goals not measurable in this run (the feature is not in the library, or this machine cannot use it): "
+                    + "\(open.joined(separator: "; ")).")
         }
         lines.append("")
         lines.append("## Where the time goes")
@@ -273,8 +274,10 @@ enum Machine {
         uname(&names)
         let kernel = withUnsafeBytes(of: names.release) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
         let queued = readText("/proc/sys/fs/inotify/max_queued_events")?.filter(\.isNumber) ?? "?"
+        let fanotifyQueued = readText("/proc/sys/fs/fanotify/max_queued_events")?.filter(\.isNumber) ?? "?"
         // The load when the run started: other work on a shared machine moves the absolute figures.
         let load = readText("/proc/loadavg")?.split(separator: " ").first.map(String.init) ?? "?"
-        return "\(model), \(cores) cores, Linux \(kernel), fs.inotify.max_queued_events \(queued), load average \(load)"
+        return "\(model), \(cores) cores, Linux \(kernel), fs.inotify.max_queued_events \(queued), "
+            + "fs.fanotify.max_queued_events \(fanotifyQueued), load average \(load)"
     }
 }
