@@ -40,9 +40,26 @@ final class FanotifyEventParserTests: XCTestCase {
         KernelHandle(fileSystemID: Self.fileSystemID, type: 1, bytes: bytes)
     }
 
-    func testAnEntryEventGivesItsDirectoryNameAndOwnHandle() {
+    func testAnEntryEventGivesItsDirectoryAndName() {
         let bytes = event(
             mask: UInt64(InotifyMask.create | InotifyMask.modify),
+            information(type: 2, handle: [9, 9, 9, 9, 9, 9, 9, 9], name: Array("report.txt".utf8)),
+            information(type: 1, handle: [7, 7, 7, 7]))
+        let parsed = parse(bytes)
+        XCTAssertFalse(parsed.isMalformed)
+        // A file's own handle is not kept: only a directory's creation needs it.
+        XCTAssertEqual(
+            parsed.events,
+            [
+                FanotifyEvent(
+                    mask: UInt64(InotifyMask.create | InotifyMask.modify), directory: handle([9, 9, 9, 9, 9, 9, 9, 9]),
+                    name: Array("report.txt".utf8))
+            ])
+    }
+
+    func testADirectorysCreationGivesItsOwnHandleToo() {
+        let bytes = event(
+            mask: UInt64(InotifyMask.create) | FanotifyMask.onDirectory,
             information(type: 2, handle: [9, 9, 9, 9, 9, 9, 9, 9], name: Array("report.txt".utf8)),
             information(type: 1, handle: [7, 7, 7, 7]))
         let parsed = parse(bytes)
@@ -51,8 +68,9 @@ final class FanotifyEventParserTests: XCTestCase {
             parsed.events,
             [
                 FanotifyEvent(
-                    mask: UInt64(InotifyMask.create | InotifyMask.modify), directory: handle([9, 9, 9, 9, 9, 9, 9, 9]),
-                    name: Array("report.txt".utf8), object: handle([7, 7, 7, 7]))
+                    mask: UInt64(InotifyMask.create) | FanotifyMask.onDirectory,
+                    directory: handle([9, 9, 9, 9, 9, 9, 9, 9]), name: Array("report.txt".utf8),
+                    object: handle([7, 7, 7, 7]))
             ])
         XCTAssertEqual(parsed.events.first?.directory?.type, 1)
         XCTAssertEqual(parsed.events.first?.directory?.bytes, [9, 9, 9, 9, 9, 9, 9, 9])
@@ -71,6 +89,22 @@ final class FanotifyEventParserTests: XCTestCase {
         XCTAssertEqual(parsed[0].name, Array("old".utf8))
         XCTAssertEqual(parsed[0].newDirectory, handle([2]))
         XCTAssertEqual(parsed[0].newName, Array("new".utf8))
+    }
+
+    /// A handle the record before had is made once; another is not taken for it.
+    func testEachRecordKeepsItsOwnDirectory() {
+        let bytes =
+            event(mask: UInt64(InotifyMask.create), information(type: 2, handle: [1, 1], name: Array("a".utf8)))
+            + event(mask: UInt64(InotifyMask.create), information(type: 2, handle: [1, 1], name: Array("b".utf8)))
+            + event(mask: UInt64(InotifyMask.create), information(type: 2, handle: [1, 2], name: Array("c".utf8)))
+            + event(mask: UInt64(InotifyMask.create), information(type: 2, handle: [1, 1, 0], name: Array("d".utf8)))
+            + event(
+                mask: UInt64(InotifyMask.create),
+                information(type: 2, handle: [1, 1], handleType: 2, name: Array("e".utf8)))
+        let parsed = parse(bytes).events
+        XCTAssertEqual(parsed.map(\.name), ["a", "b", "c", "d", "e"].map { Array($0.utf8) })
+        XCTAssertEqual(parsed.map { $0.directory?.bytes.map { $0 } }, [[1, 1], [1, 1], [1, 2], [1, 1, 0], [1, 1]])
+        XCTAssertEqual(parsed.map { $0.directory?.type }, [1, 1, 1, 1, 2])
     }
 
     func testAnOverflowHasNoRecordAndSeveralEventsFollowOneAnother() {
@@ -134,7 +168,7 @@ final class FanotifyEventParserTests: XCTestCase {
         let expected = try system.fileHandle(in: open, name: nil, fileSystemID: id)
         try system.fanotifyMark(
             group, fileSystemOf: FileSystemPath(directory.path), mask: FanotifyTranslation.baseMask, add: true)
-        directory.touch("made")
+        XCTAssertEqual(mkdir(directory.url("made"), 0o755), 0)
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         var found: FanotifyEvent?
         while found == nil {
@@ -146,7 +180,7 @@ final class FanotifyEventParserTests: XCTestCase {
             found = parsed.events.first { $0.directory == expected && $0.name == Array("made".utf8) }
         }
         XCTAssertNotEqual((found?.mask ?? 0) & UInt64(InotifyMask.create), 0)
-        XCTAssertNotNil(found?.object, "the file's own handle (FAN_REPORT_TARGET_FID)")
+        XCTAssertNotNil(found?.object, "the new directory's own handle (FAN_REPORT_TARGET_FID)")
     }
 }
 
@@ -186,7 +220,7 @@ final class FanotifyTranslationTests: XCTestCase {
             FanotifyTranslation.directoryEvents(UInt64(InotifyMask.moveSelf)), [InotifyMask.moveSelf | directory])
     }
 
-    func testTheMarkAsksForOpensOnlyForAWatcherThatDoes() {
+    func testTheMarkAsksForOpensAndClosesOnlyForAWatcherThatDoes() {
         XCTAssertEqual(
             FanotifyTranslation.markMask(selecting: InotifyMask.directoryWatch), FanotifyTranslation.baseMask)
         XCTAssertNotEqual(FanotifyTranslation.markMask(selecting: InotifyMask.open) & UInt64(InotifyMask.open), 0)

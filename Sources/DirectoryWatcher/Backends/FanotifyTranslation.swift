@@ -12,10 +12,9 @@ enum FanotifyTranslation {
     /// file system).
     static let baseMask: UInt64 =
         UInt64(InotifyMask.create | InotifyMask.delete | InotifyMask.modify | InotifyMask.attributes)
-        | UInt64(InotifyMask.closeWrite | InotifyMask.deleteSelf | InotifyMask.moveSelf)
-        | FanotifyMask.rename | FanotifyMask.onDirectory
+        | UInt64(InotifyMask.deleteSelf | InotifyMask.moveSelf) | FanotifyMask.rename | FanotifyMask.onDirectory
     /// The bits of a watcher's selection a mark adds beyond ``baseMask``.
-    static let optionalBits = InotifyMask.open | InotifyMask.access | InotifyMask.closeNoWrite
+    static let optionalBits = InotifyMask.open | InotifyMask.access | InotifyMask.closeNoWrite | InotifyMask.closeWrite
 
     /// The mark's mask for a watcher that selected `mask` (inotify bits).
     static func markMask(selecting mask: UInt32) -> UInt64 {
@@ -32,16 +31,23 @@ enum FanotifyTranslation {
     /// The inotify events, one bit each (and `IN_ISDIR` for a directory), that a record about an
     /// entry stands for. `exists` is asked only when the record is both a creation and a removal.
     static func entryEvents(_ mask: UInt64, exists: () -> Bool) -> [UInt32] {
+        var events: [UInt32] = []
+        forEachEntryEvent(mask, exists: exists) { events.append($0) }
+        return events
+    }
+
+    /// ``entryEvents(_:exists:)`` one at a time, with no array made (once per record routed).
+    @inline(__always)
+    static func forEachEntryEvent(_ mask: UInt64, exists: () -> Bool, _ body: (UInt32) -> Void) {
         let bits = UInt32(truncatingIfNeeded: mask)
         let directory = mask & FanotifyMask.onDirectory != 0 ? InotifyMask.isDirectory : 0
-        var events: [UInt32] = []
+        // The common record is one bit, or a creation with what followed it.
         let replaced = bits & InotifyMask.create != 0 && bits & InotifyMask.delete != 0 && exists()
-        if replaced { events.append(InotifyMask.delete | directory) }
+        if replaced { body(InotifyMask.delete | directory) }
         for bit in order where bits & bit != 0 {
             if replaced && bit == InotifyMask.delete { continue }
-            events.append(bit | directory)
+            body(bit | directory)
         }
-        return events
     }
 
     /// The inotify events, with no name, that a record about a directory itself (its name ".")

@@ -81,6 +81,7 @@ extension Router {
         table.insert(subscription, wd: wd, directory: root, mask: subscription.mask, node: tree.root)
         admit(subscription)
         fanotifyTrees.append(subscription)
+        fanotifyWanted |= subscription.mask | InotifyMask.names
         // What was outside the trees may be inside this one; directories other trees know that
         // lie inside it get nodes in this one too.
         fanotify.forgetOutside()
@@ -120,6 +121,7 @@ extension Router {
         subscription.loop.fanotifyID = nil
         fanotifyTrees.removeAll { $0 === subscription }
         snapshotQueue.removeAll { $0.subscription === subscription }
+        fanotifyWanted = fanotifyTrees.reduce(0) { $0 | $1.mask | InotifyMask.names }
         fanotify.unmark(id)
     }
 
@@ -141,13 +143,15 @@ extension Router {
             for mask in FanotifyTranslation.directoryEvents(event.mask) { handle(InotifyEvent(wd: wd, mask: mask)) }
             return
         }
-        let name = event.name
-        let events = FanotifyTranslation.entryEvents(event.mask) { entryExists(name, in: wd) }
-        for mask in events {
+        // Only what a tree asked for, or must follow: a mark shared by trees that asked for more
+        // reports it to all of them.
+        let wanted = UInt64(fanotifyWanted) | FanotifyMask.onDirectory
+        FanotifyTranslation.forEachEntryEvent(event.mask & wanted, exists: { entryExists(event.name, in: wd) }) {
+            mask in
             // A directory made in a tree is empty: no walk, since everything made in it comes as
             // its own event, in order. Its handle, in the record, names it.
             if mask & InotifyMask.create != 0 { creatingDirectory = event.object }
-            handle(InotifyEvent(wd: wd, mask: mask, name: name))
+            handle(event.inotifyEvent(wd: wd, mask: mask))
             creatingDirectory = nil
         }
     }
@@ -166,14 +170,13 @@ extension Router {
         switch (source, target) {
         case (let from?, let to?):
             handleMove(
-                from: InotifyEvent(
-                    wd: from, mask: InotifyMask.movedFrom | directory, cookie: fanotifyCookie, name: event.name),
-                to: InotifyEvent(
-                    wd: to, mask: InotifyMask.movedTo | directory, cookie: fanotifyCookie, name: event.newName))
+                from: event.inotifyEvent(wd: from, mask: InotifyMask.movedFrom | directory, cookie: fanotifyCookie),
+                to: event.inotifyEvent(
+                    wd: to, mask: InotifyMask.movedTo | directory, cookie: fanotifyCookie, renamed: true))
         case (let from?, nil):
-            handle(InotifyEvent(wd: from, mask: InotifyMask.movedFrom | directory, name: event.name))
+            handle(event.inotifyEvent(wd: from, mask: InotifyMask.movedFrom | directory))
         case (nil, let to?):
-            handle(InotifyEvent(wd: to, mask: InotifyMask.movedTo | directory, name: event.newName))
+            handle(event.inotifyEvent(wd: to, mask: InotifyMask.movedTo | directory, renamed: true))
         case (nil, nil):
             break
         }

@@ -127,6 +127,9 @@ final class Router {
     @exclusivity(unchecked) var snapshotQueue: [(subscription: Subscription, node: TreeNode)] = []
     /// Reads the fanotify group until its queue is empty, routing every event (the loop's).
     var drainFanotify: () -> Void = {}
+    /// What the fanotify trees asked for, with every change of name: the bits of a record that
+    /// are routed.
+    @exclusivity(unchecked) var fanotifyWanted: UInt32 = 0
     /// While a fanotify record of a directory's creation is routed: that directory's handle.
     @exclusivity(unchecked) var creatingDirectory: KernelHandle?
     /// The last cookie given to a fanotify rename, which pairs its halves here.

@@ -90,8 +90,17 @@ struct FanotifyMarks {
         marks[Array(handle.fileSystemID)]?.mountFD
     }
 
-    /// The descriptor of a directory's handle, if it has one.
-    func descriptor(_ handle: KernelHandle) -> Int32? { descriptors[handle] }
+    /// The descriptor of a directory's handle, if it has one. The last one found is kept: the
+    /// events of a read come mostly from one directory, and comparing twenty bytes costs less
+    /// than hashing them.
+    mutating func descriptor(_ handle: KernelHandle) -> Int32? {
+        if let last, last.handle == handle { return last.wd }
+        guard let wd = descriptors[handle] else { return nil }
+        last = (handle, wd)
+        return wd
+    }
+
+    private var last: (handle: KernelHandle, wd: Int32)?
 
     /// The descriptor of `handle`, given now if it has none.
     mutating func descriptor(for handle: KernelHandle) -> Int32 {
@@ -114,6 +123,7 @@ struct FanotifyMarks {
     mutating func forget(_ wd: Int32) {
         guard let handle = handles.removeValue(forKey: wd) else { return }
         descriptors[handle] = nil
+        if last?.wd == wd { last = nil }
     }
 
     mutating func isOutside(_ handle: KernelHandle) -> Bool { outside.contains(handle) }
@@ -130,6 +140,7 @@ struct FanotifyMarks {
 
     /// The loop is stopping: the mount descriptors close (the group is the loop's to close).
     mutating func closeAll() {
+        last = nil
         for mark in marks.values { system.close(mark.mountFD) }
         marks = [:]
         descriptors = [:]
