@@ -30,9 +30,7 @@ final class FanotifyTreeTests: TreeTests {
     /// Nothing hooks the walk at a watch (there is none to add): the tree moved in is reported as
     /// it is.
     override func testARenameTheListingAlreadyShowsIsNotReportedAgain() throws {
-        let outside = TemporaryDirectory()
-        for made in ["out", "out/x", "out/x/y"] { XCTAssertEqual(Glibc.mkdir(outside.url(made), 0o755), 0) }
-        outside.touch("out/x/y/report.txt")
+        let outside = outsideTree()
         try watchTree()
         rename(outside.url("out"), directory.url("out"))
         XCTAssertEqual(

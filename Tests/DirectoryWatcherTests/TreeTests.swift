@@ -189,7 +189,7 @@ class TreeTests: WatchedDirectoryTestCase {
     }
 
     /// A tree outside the watched one, to move in: `out/x/y/report.txt`.
-    private func outsideTree() -> TemporaryDirectory {
+    func outsideTree() -> TemporaryDirectory {
         let outside = TemporaryDirectory()
         for made in ["out", "out/x", "out/x/y"] { XCTAssertEqual(Glibc.mkdir(outside.url(made), 0o755), 0) }
         outside.touch("out/x/y/report.txt")

@@ -540,7 +540,7 @@ public final class DirectoryWatcher: @unchecked Sendable {
             }
             if tree && !options.followsSymbolicLinks && kind.visibility != .virtual && loop.inotifyUnavailable == nil {
                 // Tried on the loop; a refusal (no capability, no file handles) falls back to
-                // inotify with the reason (``settle(_:after:)``).
+                // inotify with the reason, which the subscribe puts in the session.
                 return BackendChoice(
                     kind: .fanotify, interval: nil, fileSystem: kind.name,
                     reason: "\(directory) is on \(kind.name), and the process may mark the whole file system",

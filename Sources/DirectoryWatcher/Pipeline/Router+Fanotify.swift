@@ -30,14 +30,17 @@ extension Router {
         if subscription.followsLinks {
             throw refuse(EINVAL, "fanotify does not follow symbolic links out of the tree; inotify does")
         }
-        do {
-            try fanotify.openGroup()
-        } catch {
+        func refuse(_ error: SyscallError, _ what: String) -> SyscallError {
             let why =
                 error.errno == EPERM
                 ? "fanotify needs CAP_SYS_ADMIN to mark a whole file system, which this process has not"
-                : "fanotify_init failed: \(SyscallError.describe(error.errno))"
-            throw refuse(error.errno, why)
+                : "\(what) failed: \(SyscallError.describe(error.errno))"
+            return refuse(error.errno, why)
+        }
+        do {
+            try fanotify.openGroup()
+        } catch {
+            throw refuse(error, "fanotify_init")
         }
         let directory = try table.system.openDirectory(root)
         defer { table.system.close(directory) }
@@ -67,11 +70,7 @@ extension Router {
                 FileSystemPath("/proc/self/fd/\(mount)"), directory: mount, id: id,
                 mask: FanotifyTranslation.markMask(selecting: subscription.mask))
         } catch {
-            let why =
-                error.errno == EPERM
-                ? "fanotify needs CAP_SYS_ADMIN to mark a whole file system, which this process has not"
-                : "fanotify_mark of \(root)'s file system failed: \(SyscallError.describe(error.errno))"
-            throw refuse(error.errno, why)
+            throw refuse(error, "fanotify_mark of \(root)'s file system")
         }
         let wd = fanotify.descriptor(for: handle)
         let tree = WatchedTree(rootPath: root, wd: wd)
@@ -129,6 +128,7 @@ extension Router {
 
     /// One record read from the fanotify group, at `now`.
     func receive(_ event: FanotifyEvent, now: UInt64) {
+        assert(isOnLoopThread())
         beginRead(now: now)
         if event.isOverflow {
             overflowed(fanotify: true)

@@ -117,7 +117,7 @@ final class Router {
     private let barrierWD: Int32
     /// Updates the barrier file's timestamps (`IN_ATTRIB` on `barrierWD`).
     private let writeBarrierFile: () throws(SyscallError) -> Void
-    private let isOnLoopThread: () -> Bool
+    let isOnLoopThread: () -> Bool
     /// The fanotify group's marks and its table of directory handles (``Router+Fanotify``).
     @exclusivity(unchecked) var fanotify: FanotifyMarks
     /// Trees watched through fanotify, whose roots an unknown handle is resolved against.
