@@ -188,7 +188,7 @@ extension Router {
         let status = try? inDirectory(path) { fd throws(SyscallError) in
             try table.system.entryStatus(in: fd, name: name)
         }
-        return status != nil && status! != nil
+        return status != nil  // (try? flattens: nil for an error and for no such entry alike)
     }
 
     /// The handle of the directory at `path`, whatever its length.
