@@ -195,6 +195,34 @@ final class FanotifyChoiceTests: WatchedDirectoryTestCase {
         XCTAssertEqual(delivered(), [DirectoryChange(.created, directory.url("a/f"))])
     }
 
+    /// An unprivileged process keeps no fanotify group it cannot mark anything with, and does not
+    /// try again for every tree.
+    func testWithoutTheCapabilityNoGroupIsKeptNorOpenedAgain() throws {
+        let opened = LockedValue(0)
+        var calls = SystemCalls.live
+        calls.fanotifyInit = {
+            opened.update { $0 += 1 }
+            return SystemCalls.live.fanotifyInit()
+        }
+        calls.fanotifyMarkFileSystem = { _, _, _, _ in
+            errno = EPERM
+            return -1
+        }
+        let loop = try EventLoop(system: System(calls))
+        defer { loop.shutdown() }
+        try watchTree(on: loop)
+        XCTAssertEqual(watcher.backendChoice?.kind, .inotify)
+        let second = try DirectoryWatcher.make(
+            path: directory.mkdir("second"), options: .init(recursive: true), delegate: Recorder(), queue: nil,
+            loop: loop)
+        defer { second.invalidate() }
+        XCTAssertEqual(second.backendChoice?.kind, .inotify)
+        XCTAssertTrue(second.backendChoice?.reason.contains("CAP_SYS_ADMIN") ?? false)
+        XCTAssertEqual(opened.get(), 1, "fanotify_init once")
+        XCTAssertFalse(
+            ProcessResources.descriptorTargets().values.contains("anon_inode:[fanotify]"), "no group kept")
+    }
+
     func testFanotifyForcedWithoutTheCapabilityFailsNamingThePathAndTheCause() throws {
         let loop = try loopWithoutTheCapability()
         defer { loop.shutdown() }
@@ -307,13 +335,13 @@ final class FanotifyLifetimeTests: WatchedDirectoryTestCase {
         stop.set(true)
         waitForDelivery(keeper)
         XCTAssertEqual(failures.get(), [])
-        // The group stays with the loop; the marks' mount descriptors go with their last tree.
+        // The marks' mount descriptors go with their last tree, and the group with the last mark.
         // (Dispatch may open an eventfd of its own meanwhile: only ours are counted.)
         let after = ProcessResources.descriptorTargets()
         let opened = after.filter { descriptors[$0.key] != $0.value }
         XCTAssertEqual(opened.values.filter { !$0.hasPrefix("anon_inode:") }, [], "a mount descriptor left behind")
-        XCTAssertLessThanOrEqual(
-            after.values.filter { $0 == "anon_inode:[fanotify]" }.count, 1,
+        XCTAssertEqual(
+            after.values.filter { $0 == "anon_inode:[fanotify]" }.count, 0,
             ProcessResources.difference(from: descriptors, to: after))
         // A tree made after all that still sees its changes.
         try watch {

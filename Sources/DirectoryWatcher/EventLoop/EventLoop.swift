@@ -151,6 +151,11 @@ final class EventLoop: @unchecked Sendable {
             }
             return fd
         }
+        router.fanotify.close = { [unowned self] in
+            system.close(fanotifyFD)  // (which takes it out of the epoll set too)
+            fanotifyFD = -1
+            fanotifyDrained = true
+        }
         router.drainFanotify = { [unowned self] in readFanotifyEvents(now: clock(), untilDrained: true) }
         var failure: Int32 = 0
         guard threads.start(.leading, create: { createThread(.leading, failure: &failure) }) else {
@@ -243,7 +248,8 @@ final class EventLoop: @unchecked Sendable {
         // What was queued when the barrier asked is at most the queue's capacity: past that many
         // events, whatever is read was queued after (a busy file system may never leave it empty).
         var budget = untilDrained ? fanotifyQueueCapacity + 1 : 0
-        while untilDrained ? budget > 0 : reads < Self.readsPerWakeUp {
+        // (A record routed may end the last tree, which closes the group: the next read is not made.)
+        while fanotifyFD >= 0, untilDrained ? budget > 0 : reads < Self.readsPerWakeUp {
             reads += 1
             let count: Int?
             do {

@@ -37,6 +37,7 @@ extension Router {
                 : "\(what) failed: \(SyscallError.describe(error.errno))"
             return refuse(error.errno, why)
         }
+        if let refusal = fanotify.refusal { throw refusal }
         do {
             try fanotify.openGroup()
         } catch {
@@ -70,7 +71,10 @@ extension Router {
                 FileSystemPath("/proc/self/fd/\(mount)"), directory: mount, id: id,
                 mask: FanotifyTranslation.markMask(selecting: subscription.mask))
         } catch {
-            throw refuse(error, "fanotify_mark of \(root)'s file system")
+            let refusal = refuse(error, "fanotify_mark of \(root)'s file system")
+            if error.errno == EPERM { fanotify.refusal = refusal }
+            fanotify.closeGroupIfUnused()
+            throw refusal
         }
         let wd = fanotify.descriptor(for: handle)
         let tree = WatchedTree(rootPath: root, wd: wd)

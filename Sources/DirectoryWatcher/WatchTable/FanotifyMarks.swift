@@ -33,6 +33,12 @@ struct FanotifyMarks {
     var open: () throws(SyscallError) -> Int32 = { () throws(SyscallError) in
         throw SyscallError(function: "fanotify_init", errno: ENOSYS)
     }
+    /// Closes the group (the loop stops reading it); called once no tree uses it.
+    var close: () -> Void = {}
+    /// Why marking a file system was refused for want of `CAP_SYS_ADMIN`: later trees are refused
+    /// at once, with no group opened for nothing (an unprivileged process can open one, and mark
+    /// nothing with it).
+    var refusal: SyscallError?
     /// Marked file systems, by id.
     private(set) var marks: [[UInt8]: Mark] = [:]
     private var descriptors: [KernelHandle: Int32] = [:]
@@ -84,6 +90,17 @@ struct FanotifyMarks {
         try? system.fanotifyMark(fd, fileSystemOf: path, mask: mark.mask, add: false)
         system.close(mark.mountFD)
         outside = outside.filter { Array($0.fileSystemID) != id }
+        closeGroupIfUnused()
+    }
+
+    /// With no mark left, the group goes: a process whose trees have all ended holds no fanotify
+    /// group, as one that watches nothing holds no inotify instance.
+    mutating func closeGroupIfUnused() {
+        guard fd >= 0, marks.isEmpty else { return }
+        close()
+        fd = -1
+        last = nil
+        outside = []
     }
 
     func mountFD(for handle: KernelHandle) -> Int32? {
