@@ -144,7 +144,11 @@ int cdw_open_directory_at(int directory, const char *path, int options) {
 #endif
 
 int cdw_fanotify_init(void) {
-    unsigned int flags = FAN_CLASS_NOTIF | FAN_CLOEXEC | FAN_NONBLOCK | FAN_REPORT_DFID_NAME | FAN_REPORT_FID;
+    // FAN_UNLIMITED_QUEUE: the mark covers the whole file system, so a busy one elsewhere must
+    // not overflow the queue a quiet tree shares with it. It needs CAP_SYS_ADMIN, which marking
+    // a file system needs anyway.
+    unsigned int flags = FAN_CLASS_NOTIF | FAN_CLOEXEC | FAN_NONBLOCK | FAN_REPORT_DFID_NAME | FAN_REPORT_FID
+        | FAN_UNLIMITED_QUEUE;
     // The entry's own handle with every event of a name (5.17): a new directory is known by it.
     int fd = fanotify_init(flags | FAN_REPORT_TARGET_FID, O_RDONLY | O_LARGEFILE);
     if (fd < 0 && errno == EINVAL) fd = fanotify_init(flags, O_RDONLY | O_LARGEFILE);

@@ -87,9 +87,10 @@ char *const *cdw_environ(void);
 // calls glibc declares only in <sys/fanotify.h> and behind _GNU_SOURCE.
 
 /// fanotify_init(FAN_CLASS_NOTIF | FAN_CLOEXEC | FAN_NONBLOCK | FAN_REPORT_DFID_NAME |
-/// FAN_REPORT_FID | FAN_REPORT_TARGET_FID, O_RDONLY | O_LARGEFILE) (without the last before
-/// 5.17): events that name the parent directory's file handle, the entry's name and the entry's
-/// own handle; -1 with errno set (EINVAL before 5.9).
+/// FAN_REPORT_FID | FAN_UNLIMITED_QUEUE | FAN_REPORT_TARGET_FID, O_RDONLY | O_LARGEFILE)
+/// (without the last before 5.17): events that name the parent directory's file handle, the
+/// entry's name and the entry's own handle, in a queue that events elsewhere on the file system
+/// cannot overflow; -1 with errno set (EINVAL before 5.9, EPERM without CAP_SYS_ADMIN).
 int cdw_fanotify_init(void);
 /// fanotify_mark(fd, FAN_MARK_FILESYSTEM | (add ? FAN_MARK_ADD : FAN_MARK_REMOVE), mask,
 /// AT_FDCWD, path): one mark for the whole file system that holds `path`.
