@@ -6,7 +6,7 @@ import XCTest
 /// The tree tests through fanotify: one mark for the test directory's whole file system, and no
 /// inotify watch. (The tests run as root here, which has `CAP_SYS_ADMIN`.) Where fanotify differs
 /// from inotify by design, the test says how.
-final class FanotifyTreeTests: TreeTests {
+class FanotifyTreeTests: TreeTests {
     override var backend: DirectoryWatcher.Backend { .fanotify }
 
     /// Nothing is walked before the watcher is ready; the listing after it (for exact recovery)
@@ -54,16 +54,20 @@ final class FanotifyTreeTests: TreeTests {
         // Born before the listing's tick, so the listing vouches for their inodes, and the rescan
         // follows `kept` to its new name.
         RescanTests.waitForTheBirthClockToTick()
-        try watchTree()
+        let loss = try QueueLoss(scale)
+        defer {
+            watcher?.invalidate()
+            loss.shutdown()
+        }
+        try watchTree(loop: loss.loop)
         // The listing after readiness is finished (a loaded machine may not have finished it
         // before readiness): exact recovery starts from it.
         XCTAssertEqual(watcher.watchedDirectories().count, 3)
-        let staller = try RescanTests.Staller(test: self)
-        for index in 0..<20_000 { directory.touch("filler-\(index)") }
-        directory.touch("a/b/new")
-        XCTAssertEqual(unlink(directory.url("a/b/old")), 0)
-        rename(directory.url("a/b/kept"), directory.url("a/b/moved"))
-        staller.resume()
+        try loss.lose(test: self, fillers: directory) {
+            directory.touch("a/b/new")
+            XCTAssertEqual(unlink(directory.url("a/b/old")), 0)
+            rename(directory.url("a/b/kept"), directory.url("a/b/moved"))
+        }
         let changes = delivered()
         XCTAssertTrue(changes.contains { $0.kind == .overflow }, "the queue overflowed")
         let found = changes.filter { $0.path.description.contains("/a/b/") }
@@ -129,226 +133,5 @@ final class FanotifyTreeTests: TreeTests {
             directory.touch("a/secret/below/f")
             XCTAssertEqual(delivered(), [DirectoryChange(.created, directory.url("a/secret/below/f"))])
         }
-    }
-}
-
-/// When a tree uses fanotify, and what it says when it cannot.
-final class FanotifyChoiceTests: WatchedDirectoryTestCase {
-    /// A loop whose `fanotify_mark` fails as it does without `CAP_SYS_ADMIN` (EPERM).
-    private func loopWithoutTheCapability() throws -> EventLoop {
-        var calls = SystemCalls.live
-        calls.fanotifyMarkFileSystem = { _, _, _, _ in
-            errno = EPERM
-            return -1
-        }
-        return try EventLoop(system: System(calls))
-    }
-
-    private func watchTree(on loop: EventLoop, backend: DirectoryWatcher.Backend = .automatic) throws {
-        try watch {
-            try DirectoryWatcher.make(
-                path: directory.path, options: DirectoryWatcher.Options(recursive: true, backend: backend),
-                delegate: $0,
-                queue: nil, loop: loop)
-        }
-    }
-
-    func testARecursiveWatcherUsesFanotifyAndNoInotifyWatch() throws {
-        for index in 0..<50 { directory.mkdir("d\(index)") }
-        try watch {
-            try DirectoryWatcher.watchFolder(path: directory.path, options: .init(recursive: true), delegate: $0)
-        }
-        let choice = try XCTUnwrap(watcher.backendChoice)
-        XCTAssertEqual(choice.kind, .fanotify)
-        XCTAssertTrue(choice.description.hasPrefix("fanotify: "), choice.description)
-        let watched = ProcessResources.watchedInodes()
-        for name in [""] + (0..<50).map({ "d\($0)" }) {
-            var status = stat()
-            XCTAssertEqual(stat(directory.url(name), &status), 0)
-            XCTAssertFalse(watched.contains(UInt64(status.st_ino)), "\(name) has an inotify watch")
-        }
-        directory.touch("d49/f")
-        XCTAssertEqual(delivered(), [DirectoryChange(.created, directory.url("d49/f"))])
-        XCTAssertEqual(watcher.watchedDirectories().count, 51)
-    }
-
-    func testADirectoryOrFileWatchUsesInotifyEvenWhenFanotifyIsAskedFor() throws {
-        try watch {
-            try DirectoryWatcher.watchFolder(path: directory.path, options: .init(backend: .fanotify), delegate: $0)
-        }
-        XCTAssertEqual(watcher.backendChoice?.kind, .inotify)
-        XCTAssertTrue(watcher.backendChoice?.reason.contains("fanotify watches trees") ?? false)
-    }
-
-    /// Without the capability, an automatic tree is watched through inotify, and says why.
-    func testWithoutTheCapabilityATreeFallsBackToInotifyAndSaysWhy() throws {
-        directory.mkdir("a")
-        let loop = try loopWithoutTheCapability()
-        defer { loop.shutdown() }
-        try watchTree(on: loop)
-        let choice = try XCTUnwrap(watcher.backendChoice)
-        XCTAssertEqual(choice.kind, .inotify)
-        XCTAssertTrue(choice.reason.contains("fanotify cannot be used"), choice.reason)
-        XCTAssertTrue(choice.reason.contains("CAP_SYS_ADMIN"), choice.reason)
-        XCTAssertTrue(ProcessResources.isWatched(directory.url("a")), "watched through inotify")
-        directory.touch("a/f")
-        XCTAssertEqual(delivered(), [DirectoryChange(.created, directory.url("a/f"))])
-    }
-
-    /// An unprivileged process keeps no fanotify group it cannot mark anything with, and does not
-    /// try again for every tree.
-    func testWithoutTheCapabilityNoGroupIsKeptNorOpenedAgain() throws {
-        let opened = LockedValue(0)
-        var calls = SystemCalls.live
-        calls.fanotifyInit = {
-            opened.update { $0 += 1 }
-            return SystemCalls.live.fanotifyInit()
-        }
-        calls.fanotifyMarkFileSystem = { _, _, _, _ in
-            errno = EPERM
-            return -1
-        }
-        let loop = try EventLoop(system: System(calls))
-        defer { loop.shutdown() }
-        try watchTree(on: loop)
-        XCTAssertEqual(watcher.backendChoice?.kind, .inotify)
-        let second = try DirectoryWatcher.make(
-            path: directory.mkdir("second"), options: .init(recursive: true), delegate: Recorder(), queue: nil,
-            loop: loop)
-        defer { second.invalidate() }
-        XCTAssertEqual(second.backendChoice?.kind, .inotify)
-        XCTAssertTrue(second.backendChoice?.reason.contains("CAP_SYS_ADMIN") ?? false)
-        XCTAssertEqual(opened.get(), 1, "fanotify_init once")
-        XCTAssertFalse(
-            ProcessResources.descriptorTargets().values.contains("anon_inode:[fanotify]"), "no group kept")
-    }
-
-    func testFanotifyForcedWithoutTheCapabilityFailsNamingThePathAndTheCause() throws {
-        let loop = try loopWithoutTheCapability()
-        defer { loop.shutdown() }
-        XCTAssertThrowsError(try watchTree(on: loop, backend: .fanotify)) { error in
-            let failure = error as? DirectoryWatcherError
-            XCTAssertEqual(failure?.code, .backendUnavailable)
-            let message = failure?.description ?? ""
-            XCTAssertTrue(message.contains(directory.path), message)
-            XCTAssertTrue(message.contains("CAP_SYS_ADMIN"), message)
-        }
-    }
-
-    func testAFileSystemWithoutHandlesFallsBackToInotify() throws {
-        var calls = SystemCalls.live
-        calls.nameToHandle = { _, _, _, _, _ in
-            errno = EOPNOTSUPP
-            return -1
-        }
-        let loop = try EventLoop(system: System(calls))
-        defer { loop.shutdown() }
-        try watchTree(on: loop)
-        XCTAssertEqual(watcher.backendChoice?.kind, .inotify)
-        XCTAssertTrue(watcher.backendChoice?.reason.contains("gives no file handles") ?? false)
-    }
-
-    func testFollowingLinksChoosesInotify() throws {
-        try watch {
-            try DirectoryWatcher.watchFolder(
-                path: directory.path, options: .init(recursive: true, followsSymbolicLinks: true), delegate: $0)
-        }
-        XCTAssertEqual(watcher.backendChoice?.kind, .inotify)
-        XCTAssertTrue(watcher.backendChoice?.reason.contains("symbolic links") ?? false)
-    }
-
-    /// A tree larger than `fs.inotify.max_user_watches` (lowered for the test, and put back): every
-    /// directory is watched through fanotify; inotify says it reached the limit.
-    func testATreeLargerThanTheInotifyWatchLimitIsWatchedWholeThroughFanotify() throws {
-        let limitFile = "/proc/sys/fs/inotify/max_user_watches"
-        let original = try String(contentsOfFile: limitFile, encoding: .utf8).trimmingCharacters(
-            in: .whitespacesAndNewlines)
-        for index in 0..<300 { directory.mkdir("d\(index)") }
-        // The shared loop's own watch is in place before the limit is lowered.
-        let holder = try DirectoryWatcher.watchFolder(path: directory.path, options: .init()) { _ in }
-        defer { holder.invalidate() }
-        let inUse = ProcessResources.inotifyWatchesOfEveryProcess()
-        try "\(inUse + 100)\n".write(toFile: limitFile, atomically: false, encoding: .utf8)
-        defer { try? "\(original)\n".write(toFile: limitFile, atomically: false, encoding: .utf8) }
-
-        try watch {
-            try DirectoryWatcher.watchFolder(
-                path: directory.path, options: .init(recursive: true, backend: .fanotify), delegate: $0)
-        }
-        XCTAssertEqual(watcher.watchedDirectories().count, 301)
-        directory.touch("d299/f")
-        XCTAssertEqual(delivered(), [DirectoryChange(.created, directory.url("d299/f"))])
-
-        let inotify = Recorder()
-        do {
-            let tree = try DirectoryWatcher.watchFolder(
-                path: directory.path, options: .init(recursive: true, backend: .inotify), delegate: inotify)
-            defer { tree.invalidate() }
-            waitForDelivery(tree)
-            let refusal = inotify.changes.first { $0.error?.code == .watchLimitReached }
-            let message = try XCTUnwrap(refusal?.error?.description, "\(inotify.changes.prefix(3))")
-            XCTAssertTrue(message.contains("fs.inotify.max_user_watches"), message)
-        } catch let error as DirectoryWatcherError {
-            XCTAssertEqual(error.code, .watchLimitReached)
-            XCTAssertTrue(error.description.contains("fs.inotify.max_user_watches"), error.description)
-        }
-    }
-}
-
-/// fanotify trees made and ended from many threads at once while their directories change: the
-/// marks, their mount descriptors and the handle table come and go with them.
-final class FanotifyLifetimeTests: WatchedDirectoryTestCase {
-    func testTreesMadeAndEndedFromEightThreadsLeaveNoDescriptorOrMarkBehind() throws {
-        // Another watcher keeps the loop, so what the trees leave behind is what is counted.
-        let keeper = try DirectoryWatcher.watchFolder(path: directory.path) { _ in }
-        defer { keeper.invalidate() }
-        waitForDelivery(keeper)
-        let descriptors = ProcessResources.descriptorTargets()
-        let roots = (0..<8).map { directory.mkdir("t\($0)") }
-        for root in roots {
-            for index in 0..<10 { XCTAssertEqual(Glibc.mkdir("\(root)/d\(index)", 0o755), 0) }
-        }
-        let stop = LockedValue(false)
-        let target = directory!
-        let writer = Thread {
-            var index = 0
-            while !stop.get() {
-                target.touch("t\(index % 8)/d\(index % 10)/f\(index % 7)")
-                index += 1
-            }
-        }
-        writer.start()
-        let failures = LockedValue<[String]>([])
-        DispatchQueue.concurrentPerform(iterations: 8) { thread in
-            for round in 0..<25 {
-                do {
-                    let tree = try DirectoryWatcher.watchFolder(
-                        path: roots[thread], options: .init(recursive: true, backend: .fanotify)
-                    ) { _ in }
-                    if round % 5 == 0 { _ = tree.watchedDirectories() }
-                    tree.invalidate()
-                } catch {
-                    failures.update { $0.append("\(error)") }
-                }
-            }
-        }
-        stop.set(true)
-        waitForDelivery(keeper)
-        XCTAssertEqual(failures.get(), [])
-        // The marks' mount descriptors go with their last tree, and the group with the last mark.
-        // (Dispatch may open an eventfd of its own meanwhile: only ours are counted.)
-        let after = ProcessResources.descriptorTargets()
-        let opened = after.filter { descriptors[$0.key] != $0.value }
-        XCTAssertEqual(opened.values.filter { !$0.hasPrefix("anon_inode:") }, [], "a mount descriptor left behind")
-        XCTAssertEqual(
-            after.values.filter { $0 == "anon_inode:[fanotify]" }.count, 0,
-            ProcessResources.difference(from: descriptors, to: after))
-        // A tree made after all that still sees its changes.
-        try watch {
-            try DirectoryWatcher.watchFolder(
-                path: roots[0], options: .init(recursive: true, backend: .fanotify), delegate: $0)
-        }
-        directory.touch("t0/d9/last")
-        XCTAssertTrue(delivered().contains(DirectoryChange(.created, directory.url("t0/d9/last"))))
     }
 }

@@ -5,7 +5,10 @@ import XCTest
 @testable import DirectoryWatcher
 
 /// Invalidation, ownership and resource use: what an app ported from the sample relies on.
-final class LifetimeTests: WatchedDirectoryTestCase {
+class LifetimeTests: WatchedDirectoryTestCase {
+    /// Hundreds of cycles here; thousands in the stress suite.
+    var scale: Scale { .fast }
+
     func testInvalidateIsIdempotentAndStopsDelivery() throws {
         try watch { try DirectoryWatcher.watchFolder(path: directory.path, delegate: $0) }
         XCTAssertTrue(watcher.isValid)
@@ -128,11 +131,12 @@ final class LifetimeTests: WatchedDirectoryTestCase {
         XCTAssertEqual(ProcessResources.inotifyInstances(), [], "the last watcher took the loop with it")
     }
 
-    func testTwoThousandCyclesLeaveDescriptorsAndThreadsWhereTheyWere() throws {
+    /// 2,000 in the stress suite.
+    func testCyclesLeaveDescriptorsAndThreadsWhereTheyWere() throws {
         let recorder = Recorder()
         let descriptors = ProcessResources.descriptorTargets()
         let threads = ProcessResources.threads()
-        for _ in 0..<2_000 {
+        for _ in 0..<(scale == .stress ? 2_000 : 200) {
             let watcher = try DirectoryWatcher.watchFolder(path: directory.path, delegate: recorder)
             watcher.invalidate()
         }
@@ -142,7 +146,8 @@ final class LifetimeTests: WatchedDirectoryTestCase {
         XCTAssertEqual(ProcessResources.loopThreads(), 0)
     }
 
-    func testTenThousandCyclesWhileAnotherWatcherKeepsTheLoop() throws {
+    /// 10,000 in the stress suite.
+    func testCyclesWhileAnotherWatcherKeepsTheLoop() throws {
         let recorder = Recorder()
         let keeper = try DirectoryWatcher.watchFolder(path: directory.path, delegate: recorder)
         defer { keeper.invalidate() }
@@ -152,7 +157,7 @@ final class LifetimeTests: WatchedDirectoryTestCase {
         let loopThreads = ProcessResources.loopThreads()
         let watches = ProcessResources.kernelWatches()
         let other = TemporaryDirectory()
-        for _ in 0..<10_000 {
+        for _ in 0..<(scale == .stress ? 10_000 : 1_000) {
             try DirectoryWatcher.watchFolder(path: other.path, delegate: recorder).invalidate()
         }
         waitForDelivery(keeper)

@@ -6,7 +6,12 @@ import XCTest
 
 /// The default delivery: callbacks on the thread that read the change, and a standby that takes
 /// over the reading when a callback blocks.
-final class StandbyTests: WatchedDirectoryTestCase {
+class StandbyTests: WatchedDirectoryTestCase {
+    /// Hundreds of changes and a backlog of 64 here; 20,000 changes, a thousand delegates and the
+    /// real backlog limit (16,384) in the stress suite.
+    var scale: Scale { .fast }
+    var backlogLimit: Int { scale == .stress ? Subscription.backlogLimit : 64 }
+
     /// Waits, failing instead of hanging, until at most `limit` loop threads run.
     private func waitForLoopThreads(atMost limit: Int, file: StaticString = #filePath, line: UInt = #line) {
         let done = expectation(description: "at most \(limit) loop threads")
@@ -17,7 +22,8 @@ final class StandbyTests: WatchedDirectoryTestCase {
         wait(for: [done], timeout: 30)
     }
 
-    func testABlockedCallbackDoesNotStopTwentyThousandChangesElsewhere() throws {
+    func testABlockedCallbackDoesNotStopTheChangesElsewhere() throws {
+        let count = scale == .stress ? 20_000 : 2_000
         let release = DispatchSemaphore(value: 0)
         let blockedStarted = expectation(description: "the blocked delegate is inside its callback")
         let blocked = Recorder()
@@ -37,15 +43,15 @@ final class StandbyTests: WatchedDirectoryTestCase {
         wait(for: [blockedStarted], timeout: 10)
         var expectedBlocked = [DirectoryChange(.created, first)]
         for index in 0..<100 { expectedBlocked.append(DirectoryChange(.created, directory.touch("queued\(index)"))) }
-        // As fast as this thread can; every 5,000 a barrier shows the queue is being read while the
+        // As fast as this thread can; every 500 a barrier shows the queue is being read while the
         // delegate is blocked (were it not, the barrier would never complete).
         var expectedOther: [DirectoryChange] = []
-        for index in 0..<20_000 {
+        for index in 0..<count {
             expectedOther.append(DirectoryChange(.created, other.touch("f\(index)")))
-            if index % 5_000 == 4_999 { waitForDelivery(otherWatcher) }
+            if index % 500 == 499 { waitForDelivery(otherWatcher) }
         }
         waitForDelivery(otherWatcher)
-        XCTAssertEqual(received.changes.count, 20_000)
+        XCTAssertEqual(received.changes.count, count)
         XCTAssertEqual(received.changes, expectedOther, "every change, in order, and no overflow")
         XCTAssertLessThanOrEqual(
             ProcessResources.loopThreads(), max(threadsBefore, 2) + 1, "one thread more for the blocked callback")
@@ -120,13 +126,14 @@ final class StandbyTests: WatchedDirectoryTestCase {
         waitForLoopThreads(atMost: 0)
     }
 
-    func testAThousandSlowDelegatesAddAtMostFourThreads() throws {
+    /// A thousand in the stress suite.
+    func testManySlowDelegatesAddAtMostFourThreads() throws {
         let threadsBefore = ProcessResources.threads()
         let mostThreads = LockedValue(0)
         let delivered = LockedValue(0)
         let allDelivered = expectation(description: "every change delivered")
         let bursts = 2
-        let count = 1_000
+        let count = scale == .stress ? 1_000 : 100
         var watchers: [DirectoryWatcher] = []
         for index in 0..<count {
             let path = directory.mkdir("d\(index)")
@@ -164,7 +171,11 @@ final class StandbyTests: WatchedDirectoryTestCase {
         let release = DispatchSemaphore(value: 0)
         let started = expectation(description: "blocked")
         let options = DirectoryWatcher.Options(recovery: recovery)
-        try watch { try DirectoryWatcher.watchFolder(path: directory.path, options: options, delegate: $0) }
+        try watch {
+            try DirectoryWatcher.make(
+                path: directory.path, options: options, delegate: $0, queue: nil,
+                backlog: DirectoryWatcher.Backlog(limit: backlogLimit))
+        }
         recorder.onFirstBatch { _, _ in
             started.fulfill()
             release.wait()
@@ -187,12 +198,12 @@ final class StandbyTests: WatchedDirectoryTestCase {
     }
 
     func testABlockedCallbacksBacklogEndsInOneOverflowInsteadOfGrowing() throws {
-        let changes = try blockWhileCreating(Subscription.backlogLimit + 2_000, recovery: .notice)
+        let changes = try blockWhileCreating(backlogLimit + backlogLimit / 8, recovery: .notice)
         let overflows = changes.filter { $0.kind == .overflow }
         // The backlog's notice; the kernel's too when its queue overflowed before the standby
         // took over (a slow machine).
         XCTAssertTrue((1...2).contains(overflows.count), "\(overflows)")
-        XCTAssertLessThanOrEqual(changes.count, Subscription.backlogLimit + 2, "the backlog stayed bounded")
+        XCTAssertLessThanOrEqual(changes.count, backlogLimit + 2, "the backlog stayed bounded")
         // What came before the overflow is the changes in order, none missing.
         let before = changes.prefix { $0.kind != .overflow }
         let expected = [directory.url("first")] + (0..<(before.count - 1)).map { directory.url("f\($0)") }
@@ -200,11 +211,11 @@ final class StandbyTests: WatchedDirectoryTestCase {
     }
 
     func testAfterABlockedCallbacksBacklogOverflowedItCatchesUpExactly() throws {
-        let total = Subscription.backlogLimit + 2_000
+        let total = backlogLimit + backlogLimit / 8
         let later = (0..<100).map { "later-\($0)" }
         let changes = try blockWhileCreating(total, recovery: .exact, thenAfterOverflow: later)
         let notice = try XCTUnwrap(changes.firstIndex { $0.kind == .overflow })
-        XCTAssertLessThanOrEqual(notice, Subscription.backlogLimit, "the backlog stayed bounded while blocked")
+        XCTAssertLessThanOrEqual(notice, backlogLimit, "the backlog stayed bounded while blocked")
         XCTAssertFalse(changes[..<notice].contains { $0.foundByRescan })
         let created = changes.filter { $0.kind == .created }.map(\.path)
         XCTAssertEqual(created.count, total + 1 + later.count, "each file once")

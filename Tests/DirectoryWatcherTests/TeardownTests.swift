@@ -7,7 +7,10 @@ import XCTest
 /// Teardown under fire: the loop stopping while other threads hand it work, watchers invalidated
 /// from each other's callbacks, async sequences ended while changes flow. Each test is bounded:
 /// a deadlock fails it through an expectation's timeout rather than hanging the suite.
-final class TeardownTests: WatchedDirectoryTestCase {
+class TeardownTests: WatchedDirectoryTestCase {
+    /// A hundred cycles here; a thousand (and 300 loops) in the stress suite.
+    var scale: Scale { .fast }
+
     // MARK: - Descriptors the library no longer owns
 
     /// An app thread opens files while watchers come and go; the loop's eventfd, once closed, is
@@ -41,7 +44,7 @@ final class TeardownTests: WatchedDirectoryTestCase {
         let recorder = Recorder()
         // The process's only watcher, made and dropped: the loop starts and stops every cycle
         // while this thread and a barrier hand it tasks.
-        for _ in 0..<1_000 {
+        for _ in 0..<(scale == .stress ? 1_000 : 100) {
             let watcher = try DirectoryWatcher.watchFolder(path: directory.path, delegate: recorder)
             watcher.barrier {}
             watcher.invalidate()
@@ -55,7 +58,7 @@ final class TeardownTests: WatchedDirectoryTestCase {
     /// between a task entering the inbox and the loop being woken.
     func testNoCallReachesADescriptorAfterTheLoopClosedIt() throws {
         let tracker = DescriptorTracker()
-        for _ in 0..<300 {
+        for _ in 0..<(scale == .stress ? 300 : 40) {
             let loop = try EventLoop(system: tracker.system)
             let watcher = try DirectoryWatcher.make(
                 path: directory.path, delegate: Recorder(), queue: nil, loop: loop)
