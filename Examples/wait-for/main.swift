@@ -3,6 +3,7 @@
 //
 //     swift run wait-for build/done.flag && ./deploy.sh
 //     swift run wait-for --gone --timeout 30 /run/lock/backup.lock
+//     swift run wait-for done.flag      # a bare name: in the current directory
 //
 // Exit status: 0 the condition holds, 1 the timeout passed or the directory cannot be watched,
 // 2 usage error, 3 the directory itself was removed or moved.
@@ -53,7 +54,7 @@ func conditionHolds() -> Bool {
 }
 
 // The directory that holds the path, watched for entries coming and going under any name: a
-// rename onto the path counts as its creation.
+// rename onto the path counts as its creation. For a bare name, `parent` is ".", as dirname says.
 let path = FileSystemPath(target)
 let directory = path.parent
 let changes: DirectoryChanges

@@ -52,14 +52,15 @@ public struct UsageError: Error, Equatable, CustomStringConvertible {
     init(_ message: String) { self.message = message }
 }
 
-/// Parses `dirwatch`'s arguments (without the program name).
-///
-/// Options and paths mix freely; `--` ends the options; `--exec` takes every argument after it as
-/// the command and its arguments, so it comes last.
 /// The longest --settle, --settle-max, --grace or --debounce taken: a million seconds (eleven days
 /// and a half).
 let maximumSeconds = 1_000_000.0
 
+/// Parses `dirwatch`'s arguments (without the program name).
+///
+/// Options and paths mix freely; `--` ends the options; `--exec` takes every argument after it as
+/// the command and its arguments, so it comes last. An option is known by its entry in
+/// ``OptionDescriptor/table``, which says whether it takes a value and whether it needs `--exec`.
 public func parseArguments(_ arguments: [String]) throws(UsageError) -> Invocation {
     var options = Options()
     var index = 0
@@ -93,53 +94,46 @@ public func parseArguments(_ arguments: [String]) throws(UsageError) -> Invocati
             if let inlineValue { return inlineValue }
             return try value(for: name)
         }
-        if inlineValue != nil
-            && ![
-                "--exclude", "--settle", "--settle-max", "--file", "--event", "--events", "--debounce", "--grace",
-                "--poll", "--backend",
-            ].contains(name)
-        {
-            throw UsageError("\(name) takes no value")
+        if name == "--" {
+            guard inlineValue == nil else { throw UsageError("-- takes no value") }
+            optionsEnded = true
+            continue
         }
-        switch name {
-        case "--": optionsEnded = true
-        case "-h", "--help": return .help
-        case "-V", "--version": return .version
-        case "-j", "--json": options.json = true
-        case "-r", "--recursive": options.recursive = true
-        case "-1", "--once": options.once = true
-        case "--restart":
-            options.restart = true
-            execOnly.append(name)
-        case "-p", "--postpone":
-            options.postpone = true
-            execOnly.append(name)
-        case "--debounce":
+        guard let option = OptionDescriptor.named(name) else { throw UsageError("unknown option '\(argument)'") }
+        if inlineValue != nil && !option.value.acceptsInlineValue { throw UsageError("\(name) takes no value") }
+        if option.needsExec { execOnly.append(name) }
+        switch option.id {
+        case .help: return .help
+        case .version: return .version
+        case .json: options.json = true
+        case .recursive: options.recursive = true
+        case .once: options.once = true
+        case .restart: options.restart = true
+        case .postpone: options.postpone = true
+        case .debounce:
             let text = try optionValue()
             let maximum = Int(maximumSeconds) * 1000
             guard let milliseconds = Int(text), milliseconds >= 0, milliseconds <= maximum else {
                 throw UsageError("--debounce takes a whole number of milliseconds from 0 to \(maximum), not '\(text)'")
             }
             options.debounceMilliseconds = milliseconds
-            execOnly.append(name)
-        case "--grace":
+        case .grace:
             let text = try optionValue()
             guard let seconds = Double(text), seconds.isFinite, seconds >= 0, seconds <= maximumSeconds else {
                 throw UsageError("--grace takes a number of seconds from 0 to \(Int(maximumSeconds)), not '\(text)'")
             }
             options.grace = seconds
-            execOnly.append(name)
-        case "-e", "--exclude":
+        case .exclude:
             let pattern = try optionValue()
             guard !pattern.isEmpty else { throw UsageError("--exclude needs a non-empty pattern") }
             options.excludes.append(pattern)
-        case "-f", "--file":
+        case .file:
             let file = try optionValue()
             guard !file.isEmpty else { throw UsageError("\(name) needs a non-empty path") }
             options.files.append(file)
-        case "-E", "--event", "--events":
+        case .event:
             events = (events ?? []).union(try parseEvents(try optionValue(), option: name))
-        case "--poll":
+        case .poll:
             // The interval is optional: a number after --poll is it (a directory named like a
             // number goes after --, or --poll=1 first).
             var text = inlineValue
@@ -158,7 +152,7 @@ public func parseArguments(_ arguments: [String]) throws(UsageError) -> Invocati
                     "--poll takes a number of seconds above 0 and at most \(Int(maximumSeconds)), not '\(text)'")
             }
             options.poll = seconds
-        case "--backend":
+        case .backend:
             let text = try optionValue()
             switch text {
             case "automatic": options.backend = .automatic
@@ -166,20 +160,18 @@ public func parseArguments(_ arguments: [String]) throws(UsageError) -> Invocati
             case "fanotify": options.backend = .fanotify
             default: throw UsageError("--backend takes automatic, inotify or fanotify, not '\(text)' (--poll polls)")
             }
-        case "--settle", "--settle-max":
+        case .settle, .settleMax:
             let text = try optionValue()
             guard let seconds = Double(text), seconds.isFinite, seconds > 0, seconds <= maximumSeconds else {
                 throw UsageError(
                     "\(name) takes a number of seconds above 0 and at most \(Int(maximumSeconds)), not '\(text)'")
             }
-            if name == "--settle" { options.settle = seconds } else { options.settleMax = seconds }
-        case "-x", "--exec":
+            if option.id == .settle { options.settle = seconds } else { options.settleMax = seconds }
+        case .exec:
             let command = Array(arguments[(index + 1)...])
             guard let program = command.first, !program.isEmpty else { throw UsageError("--exec needs a command") }
             options.exec = command
             index = arguments.count
-        default:
-            throw UsageError("unknown option '\(argument)'")
         }
     }
     if let events { options.events = events }
@@ -233,7 +225,14 @@ func parseEvents(_ list: String, option: String) throws(UsageError) -> Directory
     return events
 }
 
-public let usage = #"""
+/// `dirwatch --help`: the synopsis, the option list made from ``OptionDescriptor/table``, the exit
+/// statuses and the output's escapes.
+public let usage = usageHead + OptionDescriptor.helpText(width: helpWidth) + "\n\n" + usageTail
+
+/// The width `--help` is wrapped to.
+let helpWidth = 95
+
+private let usageHead = #"""
     usage: dirwatch [options] [PATH...] [-f FILE]... [--exec COMMAND [ARG...]]
 
     Watch each directory PATH, and each FILE, and print their changes, one line each, until
@@ -241,66 +240,10 @@ public let usage = #"""
     Once every watch is in place, "Watches established." is written to stderr.
 
     options:
-      -f, --file FILE       watch one file by name, through its directory, so that it stays watched
-                            when an atomic save renames a new file over it, or when it is removed
-                            and made again; FILE need not exist, its directory must (repeatable)
-      -E, --event KINDS     print only these kinds of change: a comma-separated list, repeatable
-          --events KINDS    (the union is taken), case-insensitive. dirwatch's names: created,
-                            removed, modified, attributesChanged (or attributes), moved (renamed,
-                            movedIn, movedOut), opened, accessed, writerClosed, readerClosed;
-                            inotifywait's: create, delete, modify, attrib, move, moved_from and
-                            moved_to (both: moved), open, access, close_write, close_nowrite,
-                            close (both closes); all; default (created, removed, modified,
-                            attributesChanged, moved: what is printed without --event).
-                            rootRemoved, rootMoved and overflow are always printed. Not -e: that
-                            is --exclude here, unlike inotifywait's -e
-      -j, --json            one JSON object per change and line (kind, path, isDirectory, oldPath);
-                            control and bidirectional characters come as \uXXXX escapes
-      -e, --exclude GLOB    ignore changes whose name, or path below the watched directory, matches
-                            GLOB (fnmatch(3); repeatable)
-      -1, --once            exit 0 after the first batch of changes; with --exec, once the command
-                            has run for it (not at start), with the command's status
-      -x, --exec CMD [ARG...]
-                            run CMD with ARGs once at start, then after each batch of changes
-                            (never through a shell; runs never overlap, each in a process group
-                            of its own). A run gets its batch in full as JSON lines on stdin
-                            (nothing at start); DIRWATCH_COUNT, how many paths it has; and
-                            DIRWATCH_PATHS, the paths, each once, one per line, when they fit
-                            (128 KiB; unset otherwise: read stdin). Must come last. A command
-                            that writes into a watched directory runs itself again: --exclude
-                            what it writes
-      -p, --postpone        with --exec: no run at start; wait for the first change
-          --debounce MILLISECONDS
-                            with --exec: one run for the changes of MILLISECONDS from the first
-                            (default 50; 0 runs as soon as a batch arrives)
-          --restart         with --exec: stop a run still going (SIGTERM to its process group)
-                            and start again, as entr -r does
-          --grace SECONDS   with --exec: a run being stopped (--restart, SIGINT, SIGTERM) gets
-                            SIGKILL SECONDS after SIGTERM (default 5; 0: at once); a second
-                            SIGINT or SIGTERM kills it at once
-      -r, --recursive       watch every directory below each PATH too, as they come and go
-                            (symbolic links are not followed; --exclude filters what is printed,
-                            excluded directories are still watched). With CAP_SYS_ADMIN (root),
-                            through fanotify: one mark for the whole file system, ready at once
-                            whatever the tree's size; else through inotify. Said on stderr
-          --backend NAME    automatic (the default), inotify, or fanotify (-r only; fails, saying
-                            why, where it cannot be used)
-          --poll [SECONDS]  poll every SECONDS at most (default 1; four times faster while changes
-                            come) instead of using inotify. Without it, network and shared file
-                            systems (NFS, SMB, 9p, sshfs and other FUSE mounts), whose changes made
-                            elsewhere inotify never sees, are polled anyway; dirwatch then says so
-                            on stderr, and warns on /proc, /sys and cgroups, where nothing is seen
-          --settle SECONDS  print a batch only once the writing is over: when the directory (or
-                            tree) has been quiet for SECONDS and no file in it is still open
-                            for writing, with what the changes add up to (a file created and
-                            written is one created line; made and removed, nothing)
-          --settle-max SECONDS
-                            with --settle: print a batch at the latest SECONDS after its first
-                            change, however busy the directory (default: 10, or four times
-                            --settle when that is longer)
-      -h, --help            show this help
-      -V, --version         show the version
 
+    """#
+
+private let usageTail = #"""
     exit status: 0 interrupted (SIGINT, SIGTERM), --once done, or stdout closed; 1 a watch could
     not be set up; 2 usage error; 3 every watched directory (for a FILE, its directory) was removed
     or moved away; 4 interrupted, and the --exec command had to be killed (SIGKILL: it outlived

@@ -1,12 +1,12 @@
 import DirectoryWatcher
-import XCTest
+import Testing
 
 @testable import DirWatchCLI
 
-final class ArgumentTests: XCTestCase {
+@Suite struct ArgumentTests {
     private func options(_ arguments: [String]) throws -> Options {
         guard case .watch(let options) = try parseArguments(arguments) else {
-            XCTFail("expected a watch")
+            Issue.record("expected a watch")
             return Options()
         }
         return options
@@ -21,90 +21,102 @@ final class ArgumentTests: XCTestCase {
         }
     }
 
-    func testPathsAndFlags() throws {
+    @Test func testPathsAndFlags() throws {
         let parsed = try options(["-j", "a", "--once", "b", "-e", "*.tmp", "--exclude=.git"])
-        XCTAssertEqual(parsed.paths, ["a", "b"])
-        XCTAssertTrue(parsed.json)
-        XCTAssertTrue(parsed.once)
-        XCTAssertEqual(parsed.excludes, ["*.tmp", ".git"])
-        XCTAssertNil(parsed.exec)
+        #expect(parsed.paths == ["a", "b"])
+        #expect(parsed.json)
+        #expect(parsed.once)
+        #expect(parsed.excludes == ["*.tmp", ".git"])
+        #expect(parsed.exec == nil)
     }
 
-    func testExecTakesTheRestVerbatim() throws {
+    @Test func testExecTakesTheRestVerbatim() throws {
         let parsed = try options([".", "--restart", "--exec", "make", "-j", "--json", "a b"])
-        XCTAssertEqual(parsed.exec, ["make", "-j", "--json", "a b"])
-        XCTAssertTrue(parsed.restart)
-        XCTAssertFalse(parsed.json, "options after --exec belong to the command")
+        #expect(parsed.exec == ["make", "-j", "--json", "a b"])
+        #expect(parsed.restart)
+        #expect(!parsed.json, "options after --exec belong to the command")
     }
 
-    func testExecTimingOptions() throws {
+    @Test func testExecTimingOptions() throws {
         let defaults = try options([".", "--exec", "make"])
-        XCTAssertFalse(defaults.postpone, "the command runs at start")
-        XCTAssertEqual(defaults.debounceMilliseconds, 50)
-        XCTAssertEqual(defaults.grace, 5)
+        #expect(!defaults.postpone, "the command runs at start")
+        #expect(defaults.debounceMilliseconds == 50)
+        #expect(defaults.grace == 5)
         let parsed = try options(["-p", "--debounce", "0", "--grace=0.2", ".", "--exec", "make"])
-        XCTAssertTrue(parsed.postpone)
-        XCTAssertEqual(parsed.debounceMilliseconds, 0)
-        XCTAssertEqual(parsed.grace, 0.2)
-        XCTAssertTrue(try options(["--postpone", "--debounce=250", ".", "-x", "make"]).postpone)
-        XCTAssertEqual(try options(["--debounce=250", ".", "-x", "make"]).debounceMilliseconds, 250)
-        XCTAssertEqual(try options(["--grace", "0", ".", "-x", "make"]).grace, 0, "0: SIGKILL at once")
+        #expect(parsed.postpone)
+        #expect(parsed.debounceMilliseconds == 0)
+        #expect(parsed.grace == 0.2)
+        #expect(try options(["--postpone", "--debounce=250", ".", "-x", "make"]).postpone)
+        #expect(try options(["--debounce=250", ".", "-x", "make"]).debounceMilliseconds == 250)
+        #expect(try options(["--grace", "0", ".", "-x", "make"]).grace == 0, "0: SIGKILL at once")
     }
 
-    func testDoubleDashEndsOptions() throws {
-        XCTAssertEqual(try options(["--", "-weird-dir", "--json"]).paths, ["-weird-dir", "--json"])
+    @Test func testDoubleDashEndsOptions() throws {
+        #expect(try options(["--", "-weird-dir", "--json"]).paths == ["-weird-dir", "--json"])
     }
 
-    func testPollTakesAnOptionalInterval() throws {
-        guard case .watch(let plain) = try parseArguments(["--poll", "dir"]) else { return XCTFail() }
-        XCTAssertEqual(plain.poll, 1, "one second unless told")
-        XCTAssertEqual(plain.paths, ["dir"])
-        guard case .watch(let timed) = try parseArguments(["--poll", "2.5", "dir"]) else { return XCTFail() }
-        XCTAssertEqual(timed.poll, 2.5)
-        XCTAssertEqual(timed.paths, ["dir"])
-        guard case .watch(let inline) = try parseArguments(["--poll=0.1", "5"]) else { return XCTFail() }
-        XCTAssertEqual(inline.poll, 0.1)
-        XCTAssertEqual(inline.paths, ["5"], "a directory named like a number, after --poll=")
-        guard case .watch(let none) = try parseArguments(["dir"]) else { return XCTFail() }
-        XCTAssertNil(none.poll, "the library chooses")
+    @Test func testPollTakesAnOptionalInterval() throws {
+        guard case .watch(let plain) = try parseArguments(["--poll", "dir"]) else {
+            Issue.record("expected a watch")
+            return
+        }
+        #expect(plain.poll == 1, "one second unless told")
+        #expect(plain.paths == ["dir"])
+        guard case .watch(let timed) = try parseArguments(["--poll", "2.5", "dir"]) else {
+            Issue.record("expected a watch")
+            return
+        }
+        #expect(timed.poll == 2.5)
+        #expect(timed.paths == ["dir"])
+        guard case .watch(let inline) = try parseArguments(["--poll=0.1", "5"]) else {
+            Issue.record("expected a watch")
+            return
+        }
+        #expect(inline.poll == 0.1)
+        #expect(inline.paths == ["5"], "a directory named like a number, after --poll=")
+        guard case .watch(let none) = try parseArguments(["dir"]) else {
+            Issue.record("expected a watch")
+            return
+        }
+        #expect(none.poll == nil, "the library chooses")
     }
 
-    func testSettleAndRecursiveParse() throws {
+    @Test func testSettleAndRecursiveParse() throws {
         let parsed = try options(["-r", "--settle", "0.5", "."])
-        XCTAssertTrue(parsed.recursive)
-        XCTAssertEqual(parsed.settle, 0.5)
-        XCTAssertEqual(try options(["--settle=2", "."]).settle, 2)
+        #expect(parsed.recursive)
+        #expect(parsed.settle == 0.5)
+        #expect(try options(["--settle=2", "."]).settle == 2)
         let bounded = try options(["--settle", "0.3", "--settle-max=5", "."])
-        XCTAssertEqual(bounded.settle, 0.3)
-        XCTAssertEqual(bounded.settleMax, 5)
+        #expect(bounded.settle == 0.3)
+        #expect(bounded.settleMax == 5)
     }
 
-    func testFilesMixWithDirectories() throws {
+    @Test func testFilesMixWithDirectories() throws {
         let parsed = try options(["-f", "a.conf", "dir", "--file", "b.conf", "--file=c.conf"])
-        XCTAssertEqual(parsed.files, ["a.conf", "b.conf", "c.conf"])
-        XCTAssertEqual(parsed.paths, ["dir"])
-        XCTAssertEqual(try options(["--file", "only.conf"]).paths, [], "a file alone is something to watch")
-        XCTAssertEqual(try options(["--file", "--json", "."]).files, ["--json"], "--file takes the next argument")
+        #expect(parsed.files == ["a.conf", "b.conf", "c.conf"])
+        #expect(parsed.paths == ["dir"])
+        #expect(try options(["--file", "only.conf"]).paths == [], "a file alone is something to watch")
+        #expect(try options(["--file", "--json", "."]).files == ["--json"], "--file takes the next argument")
     }
 
-    func testEventsDefaultToWhatDirwatchAlwaysPrinted() throws {
-        XCTAssertEqual(try options(["."]).events, DirectoryWatcher.Events.default)
+    @Test func testEventsDefaultToWhatDirwatchAlwaysPrinted() throws {
+        #expect(try options(["."]).events == DirectoryWatcher.Events.default)
     }
 
-    func testEventListsAndTheirUnion() throws {
-        XCTAssertEqual(try options(["--event", "created,removed", "."]).events, [.created, .removed])
-        XCTAssertEqual(
-            try options(["-E", "opened", "--events", "writerClosed", "--event=moved", "."]).events,
-            [.opened, .writerClosed, .moved], "repeated: the union")
-        XCTAssertEqual(try options(["-E", "modified,modified", "."]).events, [.modified])
-        XCTAssertEqual(
-            try options(["-E", "default,opened", "."]).events, DirectoryWatcher.Events.default.union(.opened))
-        XCTAssertEqual(try options(["-E", "all", "."]).events, DirectoryWatcher.Events.all)
+    @Test func testEventListsAndTheirUnion() throws {
+        #expect(try options(["--event", "created,removed", "."]).events == [.created, .removed])
+        #expect(
+            try options(["-E", "opened", "--events", "writerClosed", "--event=moved", "."]).events == [
+                .opened, .writerClosed, .moved,
+            ], "repeated: the union")
+        #expect(try options(["-E", "modified,modified", "."]).events == [.modified])
+        #expect(try options(["-E", "default,opened", "."]).events == DirectoryWatcher.Events.default.union(.opened))
+        #expect(try options(["-E", "all", "."]).events == DirectoryWatcher.Events.all)
         let mixedCase = try options(["-E", "OPENED,Close_Write,attributes", "."])
-        XCTAssertEqual(mixedCase.events, [.opened, .writerClosed, .attributesChanged], "case does not matter")
+        #expect(mixedCase.events == [.opened, .writerClosed, .attributesChanged], "case does not matter")
     }
 
-    func testInotifywaitEventNames() throws {
+    @Test func testInotifywaitEventNames() throws {
         let names: [(String, DirectoryWatcher.Events)] = [
             ("create", .created), ("delete", .removed), ("modify", .modified), ("attrib", .attributesChanged),
             ("move", .moved), ("moved_from", .moved), ("moved_to", .moved), ("open", .opened),
@@ -112,19 +124,18 @@ final class ArgumentTests: XCTestCase {
             ("close", [.writerClosed, .readerClosed]),
         ]
         for (name, events) in names {
-            XCTAssertEqual(try options(["-E", name, "."]).events, events, name)
+            #expect(try options(["-E", name, "."]).events == events, "\(name)")
         }
-        XCTAssertEqual(
-            try options(["-E", "create,delete,modify,attrib,move", "."]).events, DirectoryWatcher.Events.default)
+        #expect(try options(["-E", "create,delete,modify,attrib,move", "."]).events == DirectoryWatcher.Events.default)
     }
 
-    func testHelpAndVersion() throws {
-        XCTAssertEqual(try parseArguments(["--help"]), .help)
-        XCTAssertEqual(try parseArguments([".", "-h"]), .help)
-        XCTAssertEqual(try parseArguments(["--version"]), .version)
+    @Test func testHelpAndVersion() throws {
+        #expect(try parseArguments(["--help"]) == .help)
+        #expect(try parseArguments([".", "-h"]) == .help)
+        #expect(try parseArguments(["--version"]) == .version)
     }
 
-    func testUsageErrorsAreOneLineAndNameTheProblem() {
+    @Test func testUsageErrorsAreOneLineAndNameTheProblem() {
         let cases: [([String], String)] = [
             ([], "no directory to watch"),
             (["--bogus", "."], "unknown option '--bogus'"),
@@ -192,8 +203,8 @@ final class ArgumentTests: XCTestCase {
         ]
         for (arguments, message) in cases {
             let error = usageError(arguments)
-            XCTAssertEqual(error, "dirwatch: \(message) (see dirwatch --help)", "\(arguments)")
-            XCTAssertFalse(error?.contains("\n") ?? true)
+            #expect(error == "dirwatch: \(message) (see dirwatch --help)", "\(arguments)")
+            #expect(!(error?.contains("\n") ?? true))
         }
     }
 }

@@ -1,10 +1,10 @@
 import DirectoryWatcher
 import Foundation
-import XCTest
+import Testing
 
 @testable import DirWatchCLI
 
-final class FormatTests: XCTestCase {
+@Suite struct FormatTests {
     private func text(_ change: DirectoryChange, color: Bool = false) -> String {
         var bytes: [UInt8] = []
         ChangeFormat.text(change, color: color, into: &bytes)
@@ -14,9 +14,9 @@ final class FormatTests: XCTestCase {
     private func json(_ change: DirectoryChange) throws -> [String: Any] {
         var bytes: [UInt8] = []
         ChangeFormat.json(change, into: &bytes)
-        XCTAssertEqual(bytes.last, UInt8(ascii: "\n"))
-        XCTAssertEqual(bytes.filter { $0 == UInt8(ascii: "\n") }.count, 1, "one line")
-        return try XCTUnwrap(JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any])
+        #expect(bytes.last == UInt8(ascii: "\n"))
+        #expect(bytes.filter { $0 == UInt8(ascii: "\n") }.count == 1, "one line")
+        return try #require(JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any])
     }
 
     private func change(
@@ -25,83 +25,82 @@ final class FormatTests: XCTestCase {
         DirectoryChange(kind: kind, path: path, oldPath: old, isDirectory: directory)
     }
 
-    func testTextLines() {
-        XCTAssertEqual(text(change(.created, "/d/a.txt")), "created           /d/a.txt\n")
-        XCTAssertEqual(text(change(.created, "/d/sub", directory: true)), "created           /d/sub/\n")
-        XCTAssertEqual(text(change(.renamed, "/d/b", old: "/d/a")), "renamed           /d/a -> /d/b\n")
-        XCTAssertEqual(text(change(.attributesChanged, "/d/x")), "attributesChanged /d/x\n")
+    @Test func testTextLines() {
+        #expect(text(change(.created, "/d/a.txt")) == "created           /d/a.txt\n")
+        #expect(text(change(.created, "/d/sub", directory: true)) == "created           /d/sub/\n")
+        #expect(text(change(.renamed, "/d/b", old: "/d/a")) == "renamed           /d/a -> /d/b\n")
+        #expect(text(change(.attributesChanged, "/d/x")) == "attributesChanged /d/x\n")
     }
 
     /// The kinds only --event selects print under the names --event takes for them.
-    func testOptInKindsPrintByName() throws {
-        XCTAssertEqual(text(change(.opened, "/d/a")), "opened            /d/a\n")
-        XCTAssertEqual(text(change(.accessed, "/d/a")), "accessed          /d/a\n")
-        XCTAssertEqual(text(change(.writerClosed, "/d/a")), "writerClosed      /d/a\n")
-        XCTAssertEqual(text(change(.readerClosed, "/d", directory: true)), "readerClosed      /d/\n")
+    @Test func testOptInKindsPrintByName() throws {
+        #expect(text(change(.opened, "/d/a")) == "opened            /d/a\n")
+        #expect(text(change(.accessed, "/d/a")) == "accessed          /d/a\n")
+        #expect(text(change(.writerClosed, "/d/a")) == "writerClosed      /d/a\n")
+        #expect(text(change(.readerClosed, "/d", directory: true)) == "readerClosed      /d/\n")
         for kind in [DirectoryChange.Kind.opened, .accessed, .writerClosed, .readerClosed] {
-            XCTAssertEqual(try json(change(kind, "/d/a"))["kind"] as? String, kind.rawValue)
-            XCTAssertNotNil(eventKinds[kind.rawValue.lowercased()], "--event takes \(kind.rawValue)")
+            #expect(try json(change(kind, "/d/a"))["kind"] as? String == kind.rawValue)
+            #expect(eventKinds[kind.rawValue.lowercased()] != nil, "--event takes \(kind.rawValue)")
         }
     }
 
-    func testColourWrapsOnlyTheKind() {
-        XCTAssertEqual(text(change(.removed, "/d/a"), color: true), "\u{1B}[31mremoved\u{1B}[0m           /d/a\n")
+    @Test func testColourWrapsOnlyTheKind() {
+        #expect(text(change(.removed, "/d/a"), color: true) == "\u{1B}[31mremoved\u{1B}[0m           /d/a\n")
     }
 
-    func testTextEscapesEverythingThatCouldForgeALineOrMoveTheCursor() {
+    @Test func testTextEscapesEverythingThatCouldForgeALineOrMoveTheCursor() {
         let name = "/d/a\nb\tc\r\u{1B}[2J\\d\u{7F}\u{85}\u{202E}txt.exe ok é 漢"
-        XCTAssertEqual(
-            text(change(.created, FileSystemPath(name))),
-            "created           /d/a\\nb\\tc\\r\\u{1B}[2J\\\\d\\u{7F}\\u{0085}\\u{202E}txt.exe ok é 漢\n")
+        #expect(
+            text(change(.created, FileSystemPath(name)))
+                == "created           /d/a\\nb\\tc\\r\\u{1B}[2J\\\\d\\u{7F}\\u{0085}\\u{202E}txt.exe ok é 漢\n")
     }
 
-    func testTextShowsBytesThatAreNotUTF8() {
+    @Test func testTextShowsBytesThatAreNotUTF8() {
         let path = FileSystemPath(bytes: Array("/d/bad".utf8) + [0xFF, 0xC3] + Array("x".utf8))
-        XCTAssertEqual(text(change(.created, path)), "created           /d/bad\\xFF\\xC3x\n")
+        #expect(text(change(.created, path)) == "created           /d/bad\\xFF\\xC3x\n")
     }
 
-    func testJSONFields() throws {
+    @Test func testJSONFields() throws {
         let object = try json(change(.renamed, "/d/new name", old: "/d/old\"name", directory: true))
-        XCTAssertEqual(object["kind"] as? String, "renamed")
-        XCTAssertEqual(object["path"] as? String, "/d/new name")
-        XCTAssertEqual(object["oldPath"] as? String, "/d/old\"name")
-        XCTAssertEqual(object["isDirectory"] as? Bool, true)
-        XCTAssertNil(try json(change(.created, "/d/a"))["oldPath"])
+        #expect(object["kind"] as? String == "renamed")
+        #expect(object["path"] as? String == "/d/new name")
+        #expect(object["oldPath"] as? String == "/d/old\"name")
+        #expect(object["isDirectory"] as? Bool == true)
+        #expect(try json(change(.created, "/d/a"))["oldPath"] == nil)
     }
 
-    func testRescannedChangesAndAFailedRescanAreMarked() throws {
+    @Test func testRescannedChangesAndAFailedRescanAreMarked() throws {
         var found = change(.created, "/d/a")
         found.foundByRescan = true
-        XCTAssertEqual(text(found), "created           /d/a  (rescan)\n")
-        XCTAssertEqual(try json(found)["foundByRescan"] as? Bool, true)
-        XCTAssertNil(try json(change(.created, "/d/a"))["foundByRescan"])
+        #expect(text(found) == "created           /d/a  (rescan)\n")
+        #expect(try json(found)["foundByRescan"] as? Bool == true)
+        #expect(try json(change(.created, "/d/a"))["foundByRescan"] == nil)
 
         var failed = change(.overflow, "/d", directory: true)
         failed.error = DirectoryWatcherError(code: .permissionDenied, path: "/d", function: "open", errno: EACCES)
-        XCTAssertEqual(
-            text(failed),
-            "overflow          /d/  (rescan failed: permission denied; the directory must be readable and searchable)\n"
+        #expect(
+            text(failed)
+                == "overflow          /d/  (rescan failed: permission denied; the directory must be readable and searchable)\n"
         )
-        XCTAssertEqual(
-            try json(failed)["error"] as? String,
-            "permission denied; the directory must be readable and searchable")
-        XCTAssertNil(try json(change(.overflow, "/d", directory: true))["error"])
+        #expect(
+            try json(failed)["error"] as? String == "permission denied; the directory must be readable and searchable")
+        #expect(try json(change(.overflow, "/d", directory: true))["error"] == nil)
     }
 
-    func testJSONStaysValidForOddNames() throws {
+    @Test func testJSONStaysValidForOddNames() throws {
         let names = [
             "/d/new\nline", "/d/quote\"", "/d/back\\slash", "/d/\u{1B}[31m", "/d/tab\t", "/d/\u{2028}sep",
             "/d/nul-free \u{7}",
         ]
         for name in names {
-            XCTAssertEqual(try json(change(.created, FileSystemPath(name)))["path"] as? String, name)
+            #expect(try json(change(.created, FileSystemPath(name)))["path"] as? String == name)
         }
     }
 
     /// DEL, C1 controls and the bidirectional controls are valid in JSON, but a consumer that
     /// prints the path would pass them to its terminal: they come as `\uXXXX`, and parse back to
     /// the same name. Their neighbours in UTF-8 (same lead bytes) are left as they are.
-    func testJSONEscapesDELC1AndBidiControls() throws {
+    @Test func testJSONEscapesDELC1AndBidiControls() throws {
         let escaped: [(Unicode.Scalar, String)] = [
             ("\u{7F}", #"\u007F"#), ("\u{80}", #"\u0080"#), ("\u{85}", #"\u0085"#), ("\u{9B}", #"\u009B"#),
             ("\u{9F}", #"\u009F"#), ("\u{61C}", #"\u061C"#), ("\u{200E}", #"\u200E"#), ("\u{200F}", #"\u200F"#),
@@ -115,48 +114,46 @@ final class FormatTests: XCTestCase {
             var bytes: [UInt8] = []
             ChangeFormat.json(change(.created, FileSystemPath(name)), into: &bytes)
             let line = String(decoding: bytes, as: UTF8.self)
-            XCTAssertTrue(line.contains("\"/d/a\(escape)b\""), "\(escape): \(line)")
-            XCTAssertFalse(line.unicodeScalars.contains(scalar), "\(escape) raw in \(line)")
-            XCTAssertEqual(try json(change(.created, FileSystemPath(name)))["path"] as? String, name)
+            #expect(line.contains("\"/d/a\(escape)b\""), "\(escape): \(line)")
+            #expect(!line.unicodeScalars.contains(scalar), "\(escape) raw in \(line)")
+            #expect(try json(change(.created, FileSystemPath(name)))["path"] as? String == name)
         }
         // U+00A0 and U+00E9 (lead byte C2, C3), U+0600 (D8), U+2030 and U+2065 (E2): kept.
         let kept = "/d/\u{A0}é\u{600}\u{2030}\u{2065}\u{202F}漢😀"
         var bytes: [UInt8] = []
         ChangeFormat.json(change(.created, FileSystemPath(kept)), into: &bytes)
-        XCTAssertEqual(
-            String(decoding: bytes, as: UTF8.self),
-            #"{"kind":"created","path":""# + kept + #"","isDirectory":false}"# + "\n")
+        let expected = #"{"kind":"created","path":""# + kept + #"","isDirectory":false}"# + "\n"
+        #expect(String(decoding: bytes, as: UTF8.self) == expected)
     }
 
     /// ` -> ` separates a rename's names: in a name it is written ` -\u{3E} `, so that a line
     /// holds at most one literal ` -> `, the separator; a name ending in ` ->` would otherwise
     /// make a second with it.
-    func testTextMarksARenameSeparatorInAName() {
-        XCTAssertEqual(text(change(.created, "/d/a -> b")), #"created           /d/a -\u{3E} b"# + "\n")
+    @Test func testTextMarksARenameSeparatorInAName() {
+        #expect(text(change(.created, "/d/a -> b")) == #"created           /d/a -\u{3E} b"# + "\n")
         let renamed = text(change(.renamed, "/d/new -> x", old: "/d/old ->"))
-        XCTAssertEqual(renamed, #"renamed           /d/old -\u{3E} -> /d/new -\u{3E} x"# + "\n")
-        XCTAssertEqual(renamed.components(separatedBy: " -> ").count, 2, "one separator: \(renamed)")
-        XCTAssertEqual(text(change(.created, "/d/a>b ->c a-> b > -")), "created           /d/a>b -\\u{3E}c a-> b > -\n")
-        XCTAssertEqual(text(change(.created, "/d/x->y")), "created           /d/x->y\n", "no space before it: kept")
+        #expect(renamed == #"renamed           /d/old -\u{3E} -> /d/new -\u{3E} x"# + "\n")
+        #expect(renamed.components(separatedBy: " -> ").count == 2, "one separator: \(renamed)")
+        #expect(text(change(.created, "/d/a>b ->c a-> b > -")) == "created           /d/a>b -\\u{3E}c a-> b > -\n")
+        #expect(text(change(.created, "/d/x->y")) == "created           /d/x->y\n", "no space before it: kept")
     }
 
-    func testJSONCarriesExactBytesOfNamesThatAreNotUTF8() throws {
+    @Test func testJSONCarriesExactBytesOfNamesThatAreNotUTF8() throws {
         let bytes: [UInt8] = Array("/d/bad-".utf8) + [0xFF, 0xFE, 0x80] + Array(".txt".utf8)
         let object = try json(change(.renamed, FileSystemPath(bytes: bytes), old: FileSystemPath(bytes: [0x2F, 0xE9])))
-        XCTAssertEqual(object["path"] as? String, "/d/bad-\u{FFFD}\u{FFFD}\u{FFFD}.txt")
-        let encoded = try XCTUnwrap(object["pathBytes"] as? String)
-        XCTAssertEqual(Data(base64Encoded: encoded).map(Array.init), bytes)
-        XCTAssertEqual(
-            Data(base64Encoded: try XCTUnwrap(object["oldPathBytes"] as? String)).map(Array.init), [0x2F, 0xE9])
-        XCTAssertNil(try json(change(.created, "/d/fine"))["pathBytes"], "only when needed")
+        #expect(object["path"] as? String == "/d/bad-\u{FFFD}\u{FFFD}\u{FFFD}.txt")
+        let encoded = try #require(object["pathBytes"] as? String)
+        #expect(Data(base64Encoded: encoded).map(Array.init) == bytes)
+        #expect(Data(base64Encoded: try #require(object["oldPathBytes"] as? String)).map(Array.init) == [0x2F, 0xE9])
+        #expect(try json(change(.created, "/d/fine"))["pathBytes"] == nil, "only when needed")
     }
 
-    func testBase64MatchesFoundation() {
+    @Test func testBase64MatchesFoundation() {
         for length in 0..<20 {
             let bytes = (0..<length).map { UInt8(truncatingIfNeeded: $0 * 37 + 11) }
             var ours: [UInt8] = []
             Escaping.base64(bytes, into: &ours)
-            XCTAssertEqual(String(decoding: ours, as: UTF8.self), Data(bytes).base64EncodedString())
+            #expect(String(decoding: ours, as: UTF8.self) == Data(bytes).base64EncodedString())
         }
     }
 }

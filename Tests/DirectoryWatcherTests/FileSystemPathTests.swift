@@ -18,10 +18,22 @@ final class FileSystemPathTests: XCTestCase {
         XCTAssertEqual(path.lastComponent, "a.txt")
         XCTAssertEqual(path.parent, "/srv/uploads")
         XCTAssertEqual(FileSystemPath("/top").parent, "/")
-        XCTAssertEqual(FileSystemPath("bare").parent, FileSystemPath(bytes: []))
         XCTAssertEqual(FileSystemPath("/").appending("x"), "/x")
         XCTAssertEqual(FileSystemPath("/a").appending("b"), "/a/b")
         XCTAssertEqual(FileSystemPath("/a").appending(FileSystemPath(bytes: [])), "/a")
+    }
+
+    /// As dirname(1): a bare name's directory is the current one, not an empty path (which no
+    /// system call takes).
+    func testParentIsWhatDirnameSays() {
+        XCTAssertEqual(FileSystemPath("name").parent, ".", "a bare name: the current directory")
+        XCTAssertEqual(FileSystemPath("./name").parent, ".")
+        XCTAssertEqual(FileSystemPath("/name").parent, "/")
+        XCTAssertEqual(FileSystemPath("/").parent, "/", "the root is its own")
+        XCTAssertEqual(FileSystemPath("a/b").parent, "a")
+        XCTAssertEqual(FileSystemPath("a/b/c").parent, "a/b")
+        XCTAssertEqual(FileSystemPath(bytes: []).parent, ".", "dirname(\"\") is .")
+        XCTAssertEqual(FileSystemPath(bytes: [0xFF]).parent, ".", "a name that is not UTF-8")
     }
 
     func testAppendingAnEntryName() {

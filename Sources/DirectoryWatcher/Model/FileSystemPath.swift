@@ -72,9 +72,15 @@ public struct FileSystemPath: Hashable, Comparable, Sendable, CustomStringConver
         return FileSystemPath(bytes: bytes[(slash + 1)...])
     }
 
-    /// The directory that holds this path (`/` for a top-level entry, "" for a bare name).
+    /// The directory that holds this path, as dirname(1) has it: everything before the last
+    /// slash (`/srv` for `/srv/a.txt`, `.` for `./a.txt`); `/` for a top-level entry and for `/`
+    /// itself; `.`, the current directory, for a relative path with no slash (a bare name such as
+    /// `a.txt`, or the empty path). Lexical: the path is not resolved, and a trailing slash is not
+    /// dropped first (dirname(1) drops it; the watcher's own paths have none).
     public var parent: FileSystemPath {
-        guard let slash = bytes.lastIndex(of: UInt8(ascii: "/")) else { return FileSystemPath(bytes: []) }
+        guard let slash = bytes.lastIndex(of: UInt8(ascii: "/")) else {
+            return FileSystemPath(bytes: [UInt8(ascii: ".")])
+        }
         return FileSystemPath(bytes: slash == 0 ? bytes[...0] : bytes[..<slash])
     }
 
