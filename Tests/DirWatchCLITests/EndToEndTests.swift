@@ -315,6 +315,35 @@ final class EndToEndTests: XCTestCase {
     /// `-r` says which backend watches the tree and why: fanotify as root; with the capability
     /// dropped (setpriv takes CAP_SYS_ADMIN out of the bounding set, so the exec'd dirwatch has
     /// it not), inotify, with the reason, and changes are still reported.
+    /// The watch limit reached part-way through a tree, for real but without touching the
+    /// machine's `fs.inotify.max_user_watches`: dirwatch runs in a user namespace of its own whose
+    /// limit is 100 (`/proc/sys/user/max_inotify_watches`, which the kernel checks beside the
+    /// machine's). It names the limit, watches what it could, and goes on.
+    func testTheWatchLimitOfItsOwnUserNamespaceIsNamedAndTheRestIsWatched() throws {
+        let unshare = URL(fileURLWithPath: "/usr/bin/unshare")
+        try XCTSkipUnless(FileManager.default.isExecutableFile(atPath: unshare.path), "needs unshare(1)")
+        for index in 0..<300 { XCTAssertEqual(mkdir(path("d\(index)"), 0o755), 0) }
+        let script = #"echo 100 > /proc/sys/user/max_inotify_watches && exec "$0" "$@""#
+        let run = try Run(
+            unshare,
+            [
+                "--user", "--map-root-user", "/bin/sh", "-c", script, Self.binary.path, "-r", "--backend", "inotify",
+                directory.path,
+            ])
+        try run.waitUntilEstablished()
+        let notice = try run.nextLine()
+        XCTAssertTrue(notice.hasPrefix("overflow "), notice)
+        XCTAssertTrue(notice.contains("fs.inotify.max_user_watches"), notice)
+        XCTAssertTrue(notice.contains("this is not a full disk"), notice)
+        // The root is among the directories watched: what is made there is reported.
+        touch(path("f"))
+        var line = try run.nextLine()
+        while line.hasPrefix("overflow ") { line = try run.nextLine() }
+        XCTAssertEqual(line, "created           \(path("f"))")
+        run.interrupt()
+        XCTAssertEqual(try run.waitForExit(), 0)
+    }
+
     func testRecursiveSaysItsBackendAndFallsBackToInotifyWithoutTheCapability() throws {
         let run = try Run(Self.binary, ["-r", directory.path])
         try run.waitUntilEstablished()
