@@ -54,7 +54,7 @@ class FanotifyTreeTests: TreeTests {
         // Born before the listing's tick, so the listing vouches for their inodes, and the rescan
         // follows `kept` to its new name.
         RescanTests.waitForTheBirthClockToTick()
-        let loss = try QueueLoss(scale)
+        let loss = try QueueLoss(scale, fanotify: !usesInotify)
         defer {
             watcher?.invalidate()
             loss.shutdown()

@@ -356,7 +356,7 @@ class TreeTests: WatchedDirectoryTestCase {
     /// Directories made while the kernel dropped events: the rescan finds them, watches them and
     /// reports what is in them; later changes inside them are seen as they happen.
     func testDirectoriesMadeWhileEventsWereLostAreFoundWatchedAndReported() throws {
-        let loss = try QueueLoss(scale)
+        let loss = try QueueLoss(scale, fanotify: !usesInotify)
         defer {
             watcher?.invalidate()
             loss.shutdown()
@@ -375,6 +375,61 @@ class TreeTests: WatchedDirectoryTestCase {
         XCTAssertTrue(found.allSatisfy(\.foundByRescan))
         directory.touch("d/e/g")
         XCTAssertEqual(delivered().filter { $0.kind == .created }, [DirectoryChange(.created, directory.url("d/e/g"))])
+    }
+
+    /// Directories removed and renamed while the kernel dropped events: the rescan finds each of
+    /// them gone from its path. That is the subdirectory's end, never the root's: the watch goes
+    /// on, a renamed directory is listed at its new path (what changed in it meanwhile is
+    /// reported), a removed one is reported removed. (Many of them, so that some are listed again
+    /// before their parent whatever order the rescan takes.)
+    func testDirectoriesRemovedOrRenamedWhileEventsWereLostEndOnlyThemselves() throws {
+        for index in 0..<12 {
+            mkdir("gone\(index)")
+            mkdir("gone\(index)/inner")
+            mkdir("old\(index)")
+            directory.touch("old\(index)/kept")
+        }
+        mkdir("keep")
+        // Born before the first listing's tick, so that listing vouches for their inodes and the
+        // rescan can follow a renamed directory by its inode.
+        RescanTests.waitForTheBirthClockToTick()
+        let loss = try QueueLoss(scale, fanotify: !usesInotify)
+        defer {
+            watcher?.invalidate()
+            loss.shutdown()
+        }
+        try watchTree(loop: loss.loop)
+        _ = watcher.watchedDirectories()
+        try loss.lose(test: self, fillers: directory) {
+            for index in 0..<12 {
+                XCTAssertEqual(Glibc.rmdir(directory.url("gone\(index)/inner")), 0)
+                XCTAssertEqual(Glibc.rmdir(directory.url("gone\(index)")), 0)
+                rename(directory.url("old\(index)"), directory.url("new\(index)"))
+                directory.touch("new\(index)/made")
+            }
+            directory.touch("keep/f")
+        }
+        let changes = delivered().filter { !$0.path.description.contains("/filler-") }
+        XCTAssertFalse(changes.contains { $0.kind == .rootRemoved }, "the root is still there: \(changes)")
+        XCTAssertTrue(changes.contains { $0.kind == .overflow })
+        for index in 0..<12 {
+            XCTAssertTrue(
+                changes.contains { $0.kind == .removed && $0.path == path("gone\(index)") && $0.isDirectory },
+                "gone\(index) removed: \(changes)")
+            XCTAssertTrue(
+                changes.contains {
+                    $0.kind == .renamed && $0.path == path("new\(index)") && $0.oldPath == path("old\(index)")
+                }, "old\(index) renamed: \(changes)")
+            XCTAssertTrue(
+                changes.contains { $0.kind == .created && $0.path == path("new\(index)/made") && $0.foundByRescan },
+                "new\(index)/made: \(changes)")
+        }
+        XCTAssertTrue(changes.contains { $0.kind == .created && $0.path == path("keep/f") })
+        // And it goes on, below the renamed directories too.
+        directory.touch("keep/later")
+        directory.touch("new3/later")
+        XCTAssertEqual(
+            Set(delivered().filter { $0.kind == .created }.map(\.path)), Set([path("keep/later"), path("new3/later")]))
     }
 
     /// notify 204, inotify-tools 33: an excluded tree still costs kernel watches elsewhere.

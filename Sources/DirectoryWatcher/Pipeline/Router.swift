@@ -832,52 +832,70 @@ final class Router {
     /// watcher's own otherwise) and reports what changed since the watchers were last told, each
     /// change marked as found by the rescan, to the watchers that keep snapshots (the others
     /// asked for the notice alone); a catching-up watcher is told from what it knew when its
-    /// backlog overflowed. A directory that can no longer be listed is reported: as removed when
-    /// its path names nothing (its own events were among those lost), else with a second notice
-    /// that carries the error. (A watcher watches one directory today, so its catch-up ends with
-    /// that directory's rescan.)
-    private func rescan(_ descriptors: [Int32], afterKernelOverflow: Bool) {
-        for wd in descriptors {
-            let watches = table.watches(wd).filter { !$0.subscriber.loop.isEnded && $0.subscriber.keepsSnapshot }
-            let catchingUp = watches.filter { $0.subscriber.loop.catchUp?.isDue == true }
-            let resuming = watches.filter { $0.subscriber.loop.pause?.isDue == true }
-            // A watcher paused and not resuming is among them: what they are told, it drops.
-            let others = watches.filter { $0.subscriber.loop.catchUp == nil && $0.subscriber.loop.pause?.isDue != true }
-            guard let first = watches.first else { continue }
-            guard let directory = known[wd] else {
-                // Never listed (it was unreadable when watching started): the notice stands.
-                for watch in catchingUp { _ = takeCatchUp(watch.subscriber) }
-                continue
-            }
-            let current: Snapshot
-            do {
-                current = try listDirectory(first.directory)
-                expectListingEcho(wd)
-            } catch {
-                for watch in catchingUp { _ = takeCatchUp(watch.subscriber) }
-                rescanFailed(error, watches: afterKernelOverflow ? others + catchingUp : catchingUp)
-                // A resuming watcher's own directory: its batch says the listing failed.
-                for watch in resuming where watch.node?.isRoot ?? true { watch.subscriber.loop.pause?.failure = error }
-                continue
-            }
-            let differences = directory.differences(to: current)
-            for watch in others { report(differences, to: watch) }
-            // A watcher whose backlog overflowed is told from what it knew then, once its backlog
-            // has been delivered; until then its changes stay dropped.
-            for watch in catchingUp {
-                let baselines = takeCatchUp(watch.subscriber)
-                // A fanotify tree's directory not yet listed when the backlog overflowed: what the
-                // watcher was told of it is unknown, and its entries are not news.
-                if baselines[wd] == nil, watch.subscriber.loop.tree?.isLazy == true { continue }
-                let baseline = baselines[wd] ?? NameTable()
-                report(Snapshot.differences(from: baseline.dictionary(), to: current), to: watch)
-            }
-            for watch in resuming {
-                let baseline = watch.subscriber.loop.pause?.baseline[wd] ?? NameTable()
-                found(Snapshot.differences(from: baseline.dictionary(), to: current), by: watch)
-            }
-            directory.reset(to: current)
+    /// backlog overflowed. A directory that can no longer be listed is reported: a watcher's own
+    /// directory as removed when its path names nothing (its own events were among those lost),
+    /// else with a second notice that carries the error; a tree's directory gone from its path is
+    /// listed again once the others have been, since its parent's listing may have moved it.
+    private func rescan(_ descriptors: some Sequence<Int32>, afterKernelOverflow: Bool) {
+        var moved: [Int32] = []
+        for wd in descriptors where !rescanDirectory(wd, afterKernelOverflow: afterKernelOverflow, firstPass: true) {
+            moved.append(wd)
         }
+        for wd in moved { _ = rescanDirectory(wd, afterKernelOverflow: afterKernelOverflow, firstPass: false) }
+    }
+
+    /// One directory of ``rescan(_:afterKernelOverflow:)``; false when it is to be listed again
+    /// after the others (a tree's directory not found at its path on the first pass).
+    private func rescanDirectory(_ wd: Int32, afterKernelOverflow: Bool, firstPass: Bool) -> Bool {
+        let watches = table.watches(wd).filter { !$0.subscriber.loop.isEnded && $0.subscriber.keepsSnapshot }
+        let catchingUp = watches.filter { $0.subscriber.loop.catchUp?.isDue == true }
+        let resuming = watches.filter { $0.subscriber.loop.pause?.isDue == true }
+        // A watcher paused and not resuming is among them: what they are told, it drops.
+        let others = watches.filter { $0.subscriber.loop.catchUp == nil && $0.subscriber.loop.pause?.isDue != true }
+        guard let first = watches.first else { return true }
+        guard let directory = known[wd] else {
+            // Never listed (it was unreadable when watching started): the notice stands.
+            for watch in catchingUp { _ = takeCatchUp(watch.subscriber) }
+            return true
+        }
+        let current: Snapshot
+        do {
+            current = try listDirectory(first.directory)
+            expectListingEcho(wd)
+        } catch {
+            // Gone from its path, a directory below a tree's root was removed or moved while the
+            // events were lost: its parent's listing says which (and moves its node), so it is
+            // listed again after the others, at the path it has then, and a second time gone is
+            // gone (the parent's listing, or the event that came after it, reports it). Only a
+            // watcher's own directory gone ends that watcher.
+            let gone = error.errno == ENOENT || error.errno == ENOTDIR
+            let belowARoot = watches.filter { !($0.node?.isRoot ?? true) }
+            if gone && !belowARoot.isEmpty && firstPass { return false }
+            for watch in catchingUp { _ = takeCatchUp(watch.subscriber) }
+            let told = afterKernelOverflow ? others + catchingUp : catchingUp
+            rescanFailed(error, watches: gone ? told.filter { $0.node?.isRoot ?? true } : told)
+            // A resuming watcher's own directory: its batch says the listing failed.
+            for watch in resuming where watch.node?.isRoot ?? true { watch.subscriber.loop.pause?.failure = error }
+            return true
+        }
+        let differences = directory.differences(to: current)
+        for watch in others { report(differences, to: watch) }
+        // A watcher whose backlog overflowed is told from what it knew then, once its backlog
+        // has been delivered; until then its changes stay dropped.
+        for watch in catchingUp {
+            let baselines = takeCatchUp(watch.subscriber)
+            // A fanotify tree's directory not yet listed when the backlog overflowed: what the
+            // watcher was told of it is unknown, and its entries are not news.
+            if baselines[wd] == nil, watch.subscriber.loop.tree?.isLazy == true { continue }
+            let baseline = baselines[wd] ?? NameTable()
+            report(Snapshot.differences(from: baseline.dictionary(), to: current), to: watch)
+        }
+        for watch in resuming {
+            let baseline = watch.subscriber.loop.pause?.baseline[wd] ?? NameTable()
+            found(Snapshot.differences(from: baseline.dictionary(), to: current), by: watch)
+        }
+        directory.reset(to: current)
+        return true
     }
 
     /// Ends a watcher's wait for its catch-up: collects the changes that did not fit when its

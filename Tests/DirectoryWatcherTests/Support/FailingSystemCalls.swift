@@ -144,21 +144,40 @@ extension SystemCalls {
     }
 }
 
+/// Losing a kernel queue on demand: once ``arm(fanotify:)`` is called, the next read of that kind
+/// of queue (inotify's, or fanotify's) loses it, as a kernel whose queue overflowed while nobody
+/// read it.
+final class OverflowInjection: @unchecked Sendable {
+    private let pending = LockedValue<Set<QueueKind>>([])
+
+    /// Arms the next read of inotify's queue, or with `fanotify` of fanotify's instead.
+    func arm(fanotify: Bool = false) { pending.set([fanotify ? .fanotify : .inotify]) }
+
+    var isArmed: Bool { !pending.get().isEmpty }
+
+    /// Whether this read of a `kind` queue is the one to lose it (each kind once per arming).
+    fileprivate func strikes(_ kind: QueueKind) -> Bool {
+        var struck = false
+        pending.update { struck = $0.remove(kind) != nil }
+        return struck
+    }
+}
+
 extension SystemCalls {
-    /// This table, with the next read of an inotify or fanotify descriptor made after `armed` is
-    /// set losing the whole queue, as a kernel whose queue overflowed while nobody read it: every
-    /// event queued so far is read and dropped, and one overflow record (`IN_Q_OVERFLOW`, or
-    /// `FAN_Q_OVERFLOW`) is returned in their place. Events queued after it come as usual.
-    /// `armed` is cleared when it has struck.
+    /// This table, with the next read of an inotify or a fanotify descriptor (as armed) made after
+    /// `injection` is armed losing the whole queue: every event queued so far is read and
+    /// dropped, and one overflow record (`IN_Q_OVERFLOW`, or `FAN_Q_OVERFLOW`) is returned in
+    /// their place. Events queued after it come as usual.
     ///
     /// The overflow is real to the library (it cannot tell the two apart), and costs a handful of
     /// changes instead of the 16,384 and more that `fs.inotify.max_queued_events` takes.
-    func overflowingNextRead(armed: LockedValue<Bool>) -> SystemCalls {
+    func overflowingNextRead(_ injection: OverflowInjection) -> SystemCalls {
         var calls = self
         let read = self.read
         calls.read = { fd, buffer, count in
-            guard count >= 24, armed.get(), let kind = QueueKind(of: fd) else { return read(fd, buffer, count) }
-            armed.set(false)
+            guard count >= 24, injection.isArmed, let kind = QueueKind(of: fd), injection.strikes(kind) else {
+                return read(fd, buffer, count)
+            }
             // The descriptor is non-blocking: read to the end of its queue, dropping it all.
             var result = read(fd, buffer, count)
             while result > 0 { result = read(fd, buffer, count) }
@@ -169,7 +188,7 @@ extension SystemCalls {
 }
 
 /// The two kinds of kernel queue a loop reads, told apart by what `/proc/self/fd` says of them.
-private enum QueueKind {
+private enum QueueKind: Hashable {
     case inotify, fanotify
 
     init?(of fd: Int32) {

@@ -67,18 +67,22 @@ final class Staller: @unchecked Sendable {
 }
 
 /// Loses the kernel's event queue while the loop is stalled: at ``Scale/fast`` through the
-/// syscall table (``SystemCalls/overflowingNextRead(armed:)``: the queue read and dropped, an
+/// syscall table (``SystemCalls/overflowingNextRead(_:)``: the queue read and dropped, an
 /// overflow record in its place) on a loop of its own, ``loop``; at ``Scale/stress`` the
 /// kernel's own way, on the shared loop, by filling the queue past `max_queued_events`.
 final class QueueLoss: @unchecked Sendable {
     let scale: Scale
     /// The loop the watchers of the test must use: nil (the shared loop) at stress scale.
     let loop: EventLoop?
-    private let armed = LockedValue(false)
+    private let injection = OverflowInjection()
 
-    init(_ scale: Scale) throws {
+    /// Whether the queue lost at fast scale is fanotify's (the watchers are fanotify trees).
+    private let fanotify: Bool
+
+    init(_ scale: Scale, fanotify: Bool = false) throws {
         self.scale = scale
-        loop = scale == .fast ? try EventLoop(system: System(.live.overflowingNextRead(armed: armed))) : nil
+        self.fanotify = fanotify
+        loop = scale == .fast ? try EventLoop(system: System(.live.overflowingNextRead(injection))) : nil
     }
 
     /// `fs.inotify.max_queued_events`.
@@ -96,7 +100,7 @@ final class QueueLoss: @unchecked Sendable {
             for index in 0..<(Self.queueLimit + 3_600) { fillers.touch("filler-\(index)") }
         }
         try lost()
-        if scale == .fast { armed.set(true) }
+        if scale == .fast { injection.arm(fanotify: fanotify) }
         staller.resume()
     }
 
