@@ -108,7 +108,9 @@ extension XCTestCase {
     func waitForDelivery(_ watcher: DirectoryWatcher, file: StaticString = #filePath, line: UInt = #line) {
         let delivered = expectation(description: "barrier of \(watcher.path)")
         watcher.barrier { delivered.fulfill() }
-        wait(for: [delivered], timeout: 20)
+        // A bound for a hang, not a latency: a kernel-sized rescan under a sanitizer on a busy machine
+        // took more than 20 s.
+        wait(for: [delivered], timeout: 180)
     }
 }
 
