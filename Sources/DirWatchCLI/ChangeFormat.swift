@@ -50,7 +50,7 @@ public enum ChangeFormat {
         case .removed, .movedOut: return "31"  // red
         case .modified: return "33"  // yellow
         case .attributesChanged: return "35"  // magenta
-        case .renamed: return "36"  // cyan
+        case .renamed, .exchanged: return "36"  // cyan
         case .opened, .accessed, .writerClosed, .readerClosed: return "34"  // blue
         case .rootRemoved, .rootMoved, .overflow: return "1;31"  // bold red
         @unknown default: return "0"

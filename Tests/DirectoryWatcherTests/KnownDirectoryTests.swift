@@ -111,7 +111,7 @@ final class KnownDirectoryTests: XCTestCase {
 
     func testARenameKeepsWhatIsKnownAndAMoveInLacksAnInode() {
         let directory = KnownDirectory(snapshot(["a": file(inode: 7, born: 10)]))
-        directory.renamed(from: Array("a".utf8)[...], to: Array("b".utf8)[...], at: time(100))
+        directory.renamed(from: Array("a".utf8)[...], to: Array("b".utf8)[...], isDirectory: false, at: time(100))
         XCTAssertFalse(directory.lacksInodes)
         directory.putIn(Array("c".utf8)[...], nil, isDirectory: false, at: time(100))
         XCTAssertTrue(directory.lacksInodes)

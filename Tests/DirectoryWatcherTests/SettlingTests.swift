@@ -45,6 +45,31 @@ final class SettlingTests: XCTestCase {
             "created, then renamed: created under its last name")
     }
 
+    /// An exchange stays one change, however it is folded: as two renames it would lose a name.
+    func testExchangesAddUpToExchanges() {
+        XCTAssertEqual(
+            batch([.init(.exchanged, "/d/b", from: "/d/a"), .init(.modified, "/d/b")]),
+            [.init(.exchanged, "/d/b", from: "/d/a"), .init(.modified, "/d/b")])
+        XCTAssertEqual(
+            batch([.init(.exchanged, "/d/b", from: "/d/a"), .init(.exchanged, "/d/a", from: "/d/b")]), [],
+            "exchanged back: nothing")
+        // a, b, c exchanged round (a's entry ends at b, b's at c, c's at a): two exchanges that,
+        // applied in order, give the same.
+        XCTAssertEqual(
+            batch([.init(.exchanged, "/d/b", from: "/d/a"), .init(.exchanged, "/d/c", from: "/d/a")]),
+            [.init(.exchanged, "/d/b", from: "/d/a"), .init(.exchanged, "/d/c", from: "/d/a")])
+        // Directories: what is below each follows it.
+        XCTAssertEqual(
+            batch([
+                .init(.created, "/d/x/new"), .init(.exchanged, "/d/y", from: "/d/x", directory: true),
+                .init(.modified, "/d/x/old"),
+            ]),
+            [
+                .init(.exchanged, "/d/y", from: "/d/x", directory: true), .init(.created, "/d/y/new"),
+                .init(.modified, "/d/x/old"),
+            ])
+    }
+
     func testAChangeFollowedByItsRenameIsReportedUnderTheNewName() {
         XCTAssertEqual(
             batch([.init(.modified, "/d/a"), .init(.renamed, "/d/b", from: "/d/a"), .init(.modified, "/d/b")]),

@@ -19,6 +19,13 @@ public struct DirectoryChange: Hashable, Sendable, CustomStringConvertible {
         /// holds its previous path. One change, never a removal plus a creation: the kernel's
         /// `IN_MOVED_FROM` and `IN_MOVED_TO` are paired through their cookie.
         case renamed
+        /// Two entries of what this watcher watches exchanged their names at once
+        /// (`renameat2(2)` with `RENAME_EXCHANGE`, as `mv --exchange` does): the entry that was at
+        /// ``DirectoryChange/oldPath`` is now at ``DirectoryChange/path``, and the one that was at
+        /// `path` is now at `oldPath`. ``DirectoryChange/isDirectory`` is about the entry now at
+        /// `path`. One change for both, where two renames applied in order would lose a name. See
+        /// Watching a tree for how the kernel's events are told apart from two renames.
+        case exchanged
         /// An entry was moved into the directory from a place this watcher does not watch. When
         /// another watcher of this process watches the place it came from,
         /// ``DirectoryChange/oldPath`` says where that was.
@@ -64,7 +71,8 @@ public struct DirectoryChange: Hashable, Sendable, CustomStringConvertible {
     public var kind: Kind
     /// The entry's absolute path.
     public var path: FileSystemPath
-    /// For ``Kind/renamed``, the entry's previous absolute path. For ``Kind/movedIn``, where the
+    /// For ``Kind/renamed``, the entry's previous absolute path; for ``Kind/exchanged``, the other
+    /// entry's path. For ``Kind/movedIn``, where the
     /// entry came from when another watcher of this process watches that directory. Nil otherwise.
     public var oldPath: FileSystemPath?
     /// Whether the entry is a directory, as the kernel reported it (`IN_ISDIR`).

@@ -60,7 +60,7 @@ enum ChangeTranslation {
         case .removed: return mask & InotifyMask.delete != 0
         case .modified: return mask & InotifyMask.modify != 0
         case .attributesChanged: return mask & InotifyMask.attributes != 0
-        case .renamed, .movedIn, .movedOut: return mask & (InotifyMask.movedFrom | InotifyMask.movedTo) != 0
+        case .renamed, .exchanged, .movedIn, .movedOut: return mask & (InotifyMask.movedFrom | InotifyMask.movedTo) != 0
         default: return true
         }
     }

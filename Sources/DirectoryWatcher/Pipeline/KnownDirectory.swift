@@ -141,9 +141,17 @@ final class KnownDirectory {
     }
 
     /// A rename within the directory: the entry keeps what is known of it under its new name.
-    func renamed(from: ArraySlice<UInt8>, to: ArraySlice<UInt8>, at now: Snapshot.Time) {
+    func renamed(from: ArraySlice<UInt8>, to: ArraySlice<UInt8>, isDirectory: Bool, at now: Snapshot.Time) {
         let known = entries.removeValue(forName: from)
-        putIn(to, known, isDirectory: false, at: now)
+        putIn(to, known, isDirectory: isDirectory, at: now)
+    }
+
+    /// Two entries exchanged names (`RENAME_EXCHANGE`): each keeps what is known of it.
+    func exchange(_ first: ArraySlice<UInt8>, _ second: ArraySlice<UInt8>) {
+        let one = entries.removeValue(forName: first)
+        let other = entries.removeValue(forName: second)
+        if let one { entries.updateValue(one, forName: second) }
+        if let other { entries.updateValue(other, forName: first) }
     }
 
     /// Whether an entry of that name is known.
@@ -206,8 +214,17 @@ final class KnownDirectory {
     /// whose inode is known is followed by it (renamed when found under another name); one known
     /// by name only is taken to be the same file if the name is still there, and removed if not.
     /// Either is reported modified when it was written after what the watchers were told of it.
-    func differences(to current: Snapshot) -> [Snapshot.Difference] {
-        Snapshot.differences(from: entries.dictionary(), to: current)
+    func differences(to current: Snapshot, directories: [[UInt8]: UInt64] = [:]) -> [Snapshot.Difference] {
+        var known = entries.dictionary()
+        // Subdirectories whose inode is certain (a tree's nodes): followed by it, so that a name
+        // that holds another directory since is not taken for the same one.
+        for (name, inode) in directories where inode != 0 {
+            guard case .unsure(var unsure) = known[name], unsure.isDirectory else { continue }
+            unsure.inode = inode
+            unsure.bornBy = .certain
+            known[name] = .unsure(unsure)
+        }
+        return Snapshot.differences(from: known, to: current)
     }
 
     /// After a rescan: what is known is what was listed.
@@ -238,7 +255,10 @@ extension KnownDirectory.Known: KnownEntry {
         case .entry(let known): return known.isSameFile(as: entry)
         case .unsure(let unsure):
             // Known by name only (or by an inode no birth time vouches for yet): the name still
-            // there is taken to be the same file.
+            // there, holding an entry of the same type, is taken to be the same file. (A file
+            // where a directory was, or the other way round, is another entry: an exchange, or a
+            // replacement, while events were lost.)
+            guard unsure.isDirectory == (entry.kind == .directory) else { return false }
             guard unsure.isFollowedByInode else { return true }
             guard entry.inode == unsure.inode else { return false }
             return entry.born.map { !$0.isAfter(unsure.bornBy) } ?? true
@@ -270,4 +290,7 @@ extension Snapshot.Time {
 
     /// No birth time vouches for the file: an inode without it only says where to look.
     static let unvouched = Snapshot.Time(seconds: .min, nanoseconds: 0)
+    /// Vouches for an inode whatever the entry's birth time: one known for certain (a watched
+    /// directory's).
+    static let certain = Snapshot.Time(seconds: .max, nanoseconds: 0)
 }

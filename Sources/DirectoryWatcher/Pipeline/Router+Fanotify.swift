@@ -142,6 +142,7 @@ extension Router {
             routeRename(event)
             return
         }
+
         guard let directoryHandle = event.directory, let wd = descriptor(resolving: directoryHandle) else { return }
         if event.isAboutDirectoryItself {
             for mask in FanotifyTranslation.directoryEvents(event.mask) { handle(InotifyEvent(wd: wd, mask: mask)) }
@@ -154,7 +155,12 @@ extension Router {
             mask in
             // A directory made in a tree is empty: no walk, since everything made in it comes as
             // its own event, in order. Its handle, in the record, names it.
-            if mask & InotifyMask.create != 0 { creatingDirectory = event.object }
+            if mask & InotifyMask.create != 0 {
+                // A rename held for its mirror has none: routed first, before the handle of the
+                // directory this record creates is set.
+                if heldMove != nil || heldArrival != nil { releaseHeldMove() }
+                creatingDirectory = event.object
+            }
             handle(event.inotifyEvent(wd: wd, mask: mask))
             creatingDirectory = nil
         }
@@ -164,30 +170,52 @@ extension Router {
     /// tree, a move out or in when one is.
     private func routeRename(_ event: FanotifyEvent) {
         let directory = event.isDirectory ? InotifyMask.isDirectory : 0
-        let source = event.directory.flatMap { descriptor(resolving: $0) }
+        var source = event.directory.flatMap { descriptor(resolving: $0) }
+        var target = event.newDirectory.flatMap { descriptor(resolving: $0) }
+        if heldMove != nil || heldArrival != nil, !continuesHeldRename(event, from: source, to: target) {
+            // What was held comes first, and may bring in the directories this record names
+            // (a tree moved in, then a directory of it moved on): they are resolved after it.
+            releaseHeldMove()
+            source = event.directory.flatMap { descriptor(resolving: $0) }
+            target = event.newDirectory.flatMap { descriptor(resolving: $0) }
+        }
         if source == nil, event.isDirectory {
             // A directory that comes in from outside: what lies in it was outside too.
             fanotify.forgetOutside()
         }
-        let target = event.newDirectory.flatMap { descriptor(resolving: $0) }
         fanotifyCookie = fanotifyCookie == .max ? 1 : fanotifyCookie + 1
         switch (source, target) {
         case (let from?, let to?):
-            handleMove(
-                from: event.inotifyEvent(wd: from, mask: InotifyMask.movedFrom | directory, cookie: fanotifyCookie),
+            route(
+                move: event.inotifyEvent(wd: from, mask: InotifyMask.movedFrom | directory, cookie: fanotifyCookie),
                 to: event.inotifyEvent(
                     wd: to, mask: InotifyMask.movedTo | directory, cookie: fanotifyCookie, renamed: true))
         case (let from?, nil):
-            handle(event.inotifyEvent(wd: from, mask: InotifyMask.movedFrom | directory))
+            route(event.inotifyEvent(wd: from, mask: InotifyMask.movedFrom | directory, cookie: fanotifyCookie))
         case (nil, let to?):
-            handle(event.inotifyEvent(wd: to, mask: InotifyMask.movedTo | directory, renamed: true))
+            route(
+                event.inotifyEvent(wd: to, mask: InotifyMask.movedTo | directory, cookie: fanotifyCookie, renamed: true)
+            )
         case (nil, nil):
             break
         }
     }
 
-    /// Whether `name` exists in the directory of `wd` now (a merged record's order).
-    private func entryExists(_ name: [UInt8], in wd: Int32) -> Bool {
+    /// Whether a rename record is the second half of the exchange whose first half is held: the
+    /// mirror of the held move, or the departure that follows a held arrival.
+    private func continuesHeldRename(_ event: FanotifyEvent, from source: Int32?, to target: Int32?) -> Bool {
+        let oldName = event.inotifyEvent(wd: 0, mask: 0).name
+        let newName = event.inotifyEvent(wd: 0, mask: 0, renamed: true).name
+        if let held = heldMove {
+            return source == held.to.wd && target == held.from.wd && oldName == held.to.name
+                && newName == held.from.name
+        }
+        if let arrival = heldArrival { return source == arrival.wd && oldName == arrival.name }
+        return false
+    }
+
+    /// Whether `name` exists in the directory of `wd` now (a merged record's order, an exchange).
+    func entryExists(_ name: [UInt8], in wd: Int32) -> Bool {
         guard let path = table.watches(wd).first?.directory else { return false }
         let status = try? inDirectory(path) { fd throws(SyscallError) in
             try table.system.entryStatus(in: fd, name: name)
@@ -367,6 +395,7 @@ extension Router {
             let wd = fanotify.descriptor(for: handle)
             guard tree.node(wd) == nil else { continue }
             let child = tree.add(entry.name, of: node, wd: wd)
+            child.inode = entry.inode
             table.insert(subscription, wd: wd, directory: childPath, mask: subscription.mask, node: child)
             snapshotQueue.append((subscription, child))
         }

@@ -15,12 +15,17 @@ extension Router {
         let name: [UInt8]
         let path: FileSystemPath
         let throughLink: Bool
+        /// The directory's inode as its parent's listing gave it; 0 when not listed (a directory
+        /// an event brought), then read from the directory itself.
+        var inode: UInt64 = 0
     }
 
     /// What watching and listing one directory gave: all that can be made off the loop's
     /// thread is made where the directory was listed.
     private struct Walked {
         var wd: Int32 = -1
+        /// The directory's inode (0: unknown).
+        var inode: UInt64 = 0
         /// In a fanotify tree: the directory's handle, which ``adopt`` turns into its descriptor
         /// on the loop's thread.
         var handle: KernelHandle?
@@ -32,7 +37,7 @@ extension Router {
         /// Every entry, when they are to be reported as created.
         var entries: [(name: [UInt8], isDirectory: Bool)] = []
         /// The directories to watch next (excludes applied).
-        var subdirectories: [(name: [UInt8], path: FileSystemPath, throughLink: Bool)] = []
+        var subdirectories: [(name: [UInt8], path: FileSystemPath, throughLink: Bool, inode: UInt64)] = []
     }
 
     /// A level of a walk with this many directories or more is watched and listed on every core;
@@ -135,6 +140,10 @@ extension Router {
                     result.wd = try table.kernelWatch(openDirectory: fd, mask: mask, flags: Self.treeFlags)
                 }
                 result.isWatched = true
+                result.inode = step.inode
+                if result.inode == 0, !step.throughLink {
+                    result.inode = (try? table.system.entryStatus(in: fd, name: [UInt8(ascii: ".")]))??.inode ?? 0
+                }
                 self.list(fd, at: step.path, into: &result, for: subscription, reporting: reporting)
             } catch {
                 result.failure = error
@@ -151,7 +160,7 @@ extension Router {
     ) {
         let begun = birthClock()
         var listing: [(name: [UInt8], inode: UInt64, isDirectory: Bool)] = []
-        var subdirectories: [(name: [UInt8], path: FileSystemPath, throughLink: Bool)] = []
+        var subdirectories: [(name: [UInt8], path: FileSystemPath, throughLink: Bool, inode: UInt64)] = []
         let follows = subscription.followsLinks
         do {
             try Snapshot.readNames(directory: fd, system: table.system) { name, inode, kind in
@@ -163,7 +172,7 @@ extension Router {
                 if let exclusions = subscription.exclusions, exclusions.excludes(childPath, under: subscription.root) {
                     return
                 }
-                subdirectories.append((name, childPath, isLink))
+                subdirectories.append((name, childPath, isLink, isLink ? 0 : inode))
             }
         } catch {
             result.failure = error
@@ -200,12 +209,43 @@ extension Router {
             table.insert(subscription, wd: result.wd, directory: step.path, mask: subscription.mask, node: existing)
             if !step.throughLink, !existing.isRoot, !step.parent.isInside(existing) {
                 tree.move(existing, to: step.name, in: step.parent)
+                // Reported as created with its parent's entries, it is news to the watcher here,
+                // and so is what it holds: its move's events were lost, or are still to come
+                // (a move out, which lets its old path go; a rename over this path).
+                if reporting { reportContents(of: existing, for: subscription, foundByRescan: foundByRescan) }
+                // Directories below it that a walk could not reach at its old path are reached now.
+                retryUnreached(in: tree, for: subscription)
             }
             return nil
         }
         let node = tree.add(step.name, of: step.parent, wd: result.wd)
+        node.inode = result.inode
         table.insert(subscription, wd: result.wd, directory: step.path, mask: subscription.mask, node: node)
         return node
+    }
+
+    /// Reports what a directory of the tree met again at a new path holds, as created: what the
+    /// watcher knows of it and of each directory below it, parents first.
+    private func reportContents(of node: TreeNode, for subscription: Subscription, foundByRescan: Bool) {
+        guard subscription.mask & InotifyMask.create != 0 else { return }
+        var stack = [node]
+        while let next = stack.popLast() {
+            let path = next.path
+            var entries: [(name: [UInt8], isDirectory: Bool)] = []
+            if let directory = known[next.wd] {
+                directory.entries.forEach { name, known in entries.append((Array(name), known.isDirectory)) }
+            } else {
+                try? listNames(path) { name, _, kind in entries.append((Array(name), kind == .directory)) }
+            }
+            for entry in entries {
+                collect(
+                    DirectoryChange(
+                        kind: .created, path: path.appending(bytes: entry.name[...]), isDirectory: entry.isDirectory,
+                        foundByRescan: foundByRescan),
+                    for: subscription)
+            }
+            stack += next.children.values
+        }
     }
 
     /// Records what the listing of `node`'s directory found, reports it when `reporting`, and
@@ -230,7 +270,7 @@ extension Router {
             }
         }
         return result.subdirectories.map {
-            WalkStep(parent: node, name: $0.name, path: $0.path, throughLink: $0.throughLink)
+            WalkStep(parent: node, name: $0.name, path: $0.path, throughLink: $0.throughLink, inode: $0.inode)
         }
     }
 
@@ -305,6 +345,7 @@ extension Router {
             if let source, let target, let moved = source.child(from.name), tree.node(target.wd) === target {
                 move(moved, to: to.name, in: target, of: tree, for: subscription)
             } else if tree.isLazy, let source, target != nil,
+                !tree.unreached.contains(where: { $0.parent === source && $0.name[...] == from.name }),
                 !(subscription.exclusions?.excludes(source.path.appending(bytes: from.name), under: subscription.root)
                     ?? false)
             {

@@ -40,7 +40,7 @@ final class Router {
     /// Kept directories whose first listing the subscribing thread is reading (see
     /// ``subscribeDeferringListing(_:)``): what the events said of them meanwhile, to apply to
     /// the listing when it arrives.
-    @exclusivity(unchecked) private var pendingListings = ByDescriptor<PendingListing>()
+    @exclusivity(unchecked) var pendingListings = ByDescriptor<PendingListing>()
     /// The kernel queue overflowed: once it is drained, list the known directories again.
     @exclusivity(unchecked) private var rescanPending = false
     /// Watchers whose backlog overflowed and has since been delivered: once the kernel queue is
@@ -111,7 +111,7 @@ final class Router {
     /// listed to learn inodes.
     let birthClock: () -> Snapshot.Time
     /// The wall-clock time of the read being routed, and that read's monotonic time.
-    @exclusivity(unchecked) private var wallNow = Snapshot.Time(seconds: 0, nanoseconds: 0)
+    @exclusivity(unchecked) private(set) var wallNow = Snapshot.Time(seconds: 0, nanoseconds: 0)
     @exclusivity(unchecked) private var wallNowRead: UInt64 = .max
     /// The descriptor of the loop's own barrier file, whose events are never a watcher's.
     private let barrierWD: Int32
@@ -134,6 +134,12 @@ final class Router {
     @exclusivity(unchecked) var creatingDirectory: KernelHandle?
     /// The last cookie given to a fanotify rename, which pairs its halves here.
     @exclusivity(unchecked) var fanotifyCookie: UInt32 = 0
+    /// A paired move that may be the first half of an exchange (``Router+Exchanges``): held
+    /// until the next event, or the end of the wake-up.
+    @exclusivity(unchecked) var heldMove: (from: InotifyEvent, to: InotifyEvent)?
+    /// A move in with no first half (`IN_MOVED_TO` alone) that may be half an exchange with a
+    /// place not watched (``Router+Exchanges``): held until the next event.
+    @exclusivity(unchecked) var heldArrival: InotifyEvent?
 
     init(
         table: WatchTable<Subscription>, pairingWindow: UInt64, barrierWD: Int32,
@@ -199,7 +205,9 @@ final class Router {
         beginRead(now: now)
         // Most events pass straight through: nothing is held back and this is no rename's first
         // half (a second half finds no partner while nothing is held).
-        if pairing.isEmpty && !(event.has(InotifyMask.movedFrom) && event.cookie != 0) {
+        if pairing.isEmpty && heldMove == nil && heldArrival == nil
+            && !(event.has(InotifyMask.movedFrom | InotifyMask.movedTo) && event.cookie != 0)
+        {
             handle(event)
         } else {
             pairing.push(event, now: now) { handle($0) }
@@ -238,6 +246,9 @@ final class Router {
     /// batches to their queues. `queueDrained`: the last read found the kernel queue empty.
     func finishWakeUp(queueDrained: Bool) {
         assert(isOnLoopThread())
+        // (A rename's first half waiting for its partner is the next event: a held move waits
+        // for it too.)
+        if heldMove != nil || heldArrival != nil, pairing.isEmpty { releaseHeldMove() }
         if queueDrained && rescanPending && pairing.isEmpty {
             rescanPending = false
             rescan(known.keys, afterKernelOverflow: true)
@@ -268,6 +279,7 @@ final class Router {
     /// subscription (closing the inotify descriptor removes the kernel watches).
     func tearDown() {
         assert(isOnLoopThread())
+        if heldMove != nil || heldArrival != nil { releaseHeldMove() }
         let leftover =
             barrier.takeAll() + barriersAfterRescan + barriersAfterCatchUp.values.joined()
             + barriersAfterSettling.values.joined() + barriersAfterResume.values.joined()
@@ -297,9 +309,10 @@ final class Router {
     struct PendingListing {
         enum Step {
             case event(InotifyEvent)
-            case renamed(from: ArraySlice<UInt8>, to: ArraySlice<UInt8>)
+            case renamed(from: ArraySlice<UInt8>, to: ArraySlice<UInt8>, isDirectory: Bool)
             case movedOut(ArraySlice<UInt8>)
             case movedIn(ArraySlice<UInt8>, isDirectory: Bool)
+            case exchanged(ArraySlice<UInt8>, ArraySlice<UInt8>)
         }
 
         var steps: [Step] = []
@@ -407,13 +420,15 @@ final class Router {
         for step in pending.steps {
             switch step {
             case .event(let event): _ = directory.apply(event, at: wallNow)
-            case .renamed(let from, let to):
+            case .renamed(let from, let to, let isDirectory):
                 if directory.contains(from) {
-                    directory.renamed(from: from, to: to, at: wallNow)
+                    directory.renamed(from: from, to: to, isDirectory: isDirectory, at: wallNow)
                 } else if !directory.contains(to) {
-                    directory.putIn(to, nil, isDirectory: false, at: wallNow)
+                    directory.putIn(to, nil, isDirectory: isDirectory, at: wallNow)
                 }
             case .movedOut(let name): _ = directory.takeOut(name)
+            case .exchanged(let first, let second):
+                if directory.contains(first) && directory.contains(second) { directory.exchange(first, second) }
             case .movedIn(let name, let isDirectory):
                 directory.putIn(name, nil, isDirectory: isDirectory, at: wallNow)
             }
@@ -617,12 +632,17 @@ final class Router {
 
     func handle(_ item: MovePairing.Item) {
         switch item {
-        case .event(let event): handle(event)
-        case .move(let from, let to): handleMove(from: from, to: to)
+        case .event(let event): route(event)
+        case .move(let from, let to): route(move: from, to: to)
         }
     }
 
     func handle(_ event: InotifyEvent) {
+        // The next event came: a move held for its mirror image has none. (Unless it is the
+        // moved directory's own event, which the kernel queues between an exchange's halves.)
+        if heldMove != nil || heldArrival != nil, !(event.name.isEmpty && event.has(InotifyMask.moveSelf)) {
+            releaseHeldMove()
+        }
         if event.wd == -1 {
             if event.isOverflow { overflowed() }
             return
@@ -677,20 +697,24 @@ final class Router {
         // after it (a tree's new directory, most often). Its old name was never known, its new
         // one is, and was reported with the listing: the event is a repeat, as a creation the
         // listing showed is.
-        if let source = known[from.wd], let target = known[to.wd], target.suppressesRepeats,
-            !source.contains(from.name), target.contains(to.name)
-        {
+        if let source = known[from.wd], !source.contains(from.name) {
+            if let target = known[to.wd], target.suppressesRepeats, target.contains(to.name) { return }
+            // Its old name was never known (it was moved in, or made, and moved on before its
+            // directory was listed): to the watchers, it comes from nowhere, as a move in does.
+            handle(to)
             return
         }
         if from.wd == to.wd {
-            known[from.wd]?.renamed(from: from.name, to: to.name, at: wallNow)
+            known[from.wd]?.renamed(
+                from: from.name, to: to.name, isDirectory: to.has(InotifyMask.isDirectory), at: wallNow)
         } else {
             let moved = known[from.wd]?.takeOut(from.name) ?? nil
             known[to.wd]?.putIn(to.name, moved, isDirectory: to.has(InotifyMask.isDirectory), at: wallNow)
         }
         if !pendingListings.isEmpty {
             if from.wd == to.wd {
-                pendingListings[from.wd]?.steps.append(.renamed(from: from.name, to: to.name))
+                pendingListings[from.wd]?.steps.append(
+                    .renamed(from: from.name, to: to.name, isDirectory: to.has(InotifyMask.isDirectory)))
             } else {
                 pendingListings[from.wd]?.steps.append(.movedOut(from.name))
                 pendingListings[to.wd]?.steps.append(.movedIn(to.name, isDirectory: to.has(InotifyMask.isDirectory)))
@@ -816,6 +840,7 @@ final class Router {
 
     /// A kernel queue overflowed: inotify's (every watcher of it), or fanotify's (its trees).
     func overflowed(fanotify: Bool = false) {
+        if heldMove != nil || heldArrival != nil { releaseHeldMove() }
         // A polled watcher reads nothing of the kernel's queue: it lost nothing.
         for subscription in subscriptions.values
         where !subscription.loop.isEnded && subscription.pollingInterval == nil
@@ -838,7 +863,12 @@ final class Router {
     /// listed again once the others have been, since its parent's listing may have moved it.
     private func rescan(_ descriptors: some Sequence<Int32>, afterKernelOverflow: Bool) {
         var moved: [Int32] = []
-        for wd in descriptors where !rescanDirectory(wd, afterKernelOverflow: afterKernelOverflow, firstPass: true) {
+        // Parents first: a parent's listing moves the nodes of the directories renamed, exchanged
+        // or replaced in it, so that each directory is listed at the path it has now, not at one
+        // that names another directory since.
+        let ordered = descriptors.map { wd in (wd, table.watches(wd).first?.directory.bytes.count ?? 0) }
+            .sorted { $0.1 < $1.1 }.map(\.0)
+        for wd in ordered where !rescanDirectory(wd, afterKernelOverflow: afterKernelOverflow, firstPass: true) {
             moved.append(wd)
         }
         for wd in moved { _ = rescanDirectory(wd, afterKernelOverflow: afterKernelOverflow, firstPass: false) }
@@ -878,7 +908,9 @@ final class Router {
             for watch in resuming where watch.node?.isRoot ?? true { watch.subscriber.loop.pause?.failure = error }
             return true
         }
-        let differences = directory.differences(to: current)
+        var subdirectories: [[UInt8]: UInt64] = [:]
+        if let node = first.node { for (name, child) in node.children { subdirectories[name] = child.inode } }
+        let differences = directory.differences(to: current, directories: subdirectories)
         for watch in others { report(differences, to: watch) }
         // A watcher whose backlog overflowed is told from what it knew then, once its backlog
         // has been delivered; until then its changes stay dropped.
@@ -968,7 +1000,7 @@ final class Router {
         return DirectoryChange(kind: .overflow, path: root, isDirectory: true, error: failure)
     }
 
-    private func lacksInodes(_ wd: Int32, _ directory: KnownDirectory) {
+    func lacksInodes(_ wd: Int32, _ directory: KnownDirectory) {
         if lackingInodes.isEmpty { lackingSince = lastEventRead }
         lackingInodes.insert(wd)
         directory.isDueForLearning = true

@@ -93,6 +93,9 @@ struct SettledBatch {
         case .renamed:
             guard let old = change.oldPath else { return }
             rename(old, to: change.path, isDirectory: change.isDirectory, foundByRescan: change.foundByRescan)
+        case .exchanged:
+            guard let other = change.oldPath, other != change.path else { return }
+            exchange(other, change.path, isDirectory: change.isDirectory, foundByRescan: change.foundByRescan)
         case .modified, .attributesChanged, .opened, .accessed, .writerClosed, .readerClosed:
             let index = record(at: change.path, isDirectory: change.isDirectory, foundByRescan: change.foundByRescan)
             if !records[index]!.kinds.contains(change.kind) { records[index]!.kinds.append(change.kind) }
@@ -105,10 +108,63 @@ struct SettledBatch {
         let ordered = records.compactMap { $0 }.sorted {
             ($0.sequence, $0.path.bytes.count) < ($1.sequence, $1.path.bytes.count)
         }
-        for record in ordered { Self.emit(record, into: &result) }
+        // Entries that went round in a cycle of names (exchanges) come out as exchanges: as
+        // renames, applied in order, they would lose a name.
+        var movedFrom: [FileSystemPath: Int] = [:]
+        for (index, record) in ordered.enumerated() {
+            if case .existed(let original) = record.start, record.end == .present, original != record.path {
+                movedFrom[original] = index
+            }
+        }
+        var inCycle = Set<Int>()
+        for (index, record) in ordered.enumerated() {
+            if inCycle.contains(index) { continue }
+            if case .existed(let original) = record.start, record.end == .present, original != record.path,
+                let cycle = Self.cycle(from: index, in: ordered, movedFrom: movedFrom)
+            {
+                inCycle.formUnion(cycle)
+                // (p1 -> p2 -> ... -> pk -> p1) is exchange(p1, p2), then (p1, p3), ..., (p1, pk).
+                // Each exchange puts one entry where it ends: the one before `member` in the cycle.
+                for position in 1..<cycle.count {
+                    let moved = ordered[cycle[position - 1]]
+                    result.append(
+                        DirectoryChange(
+                            kind: .exchanged, path: moved.path, oldPath: original, isDirectory: moved.isDirectory,
+                            foundByRescan: moved.foundByRescan))
+                }
+                for member in cycle { Self.emitChanges(of: ordered[member], into: &result) }
+                continue
+            }
+            Self.emit(record, into: &result)
+        }
         if let ending { result.append(ending) }
         self = SettledBatch(listsRemovedContents: listsRemovedContents)
         return result
+    }
+
+    /// The records, starting with `start`, whose entries went round a cycle of names: each now at
+    /// the path the next had (the last at the first's); nil when the names do not close a cycle.
+    private static func cycle(from start: Int, in ordered: [Record], movedFrom: [FileSystemPath: Int]) -> [Int]? {
+        var members = [start]
+        var current = start
+        while members.count <= ordered.count {
+            // Who was at the path this entry took?
+            guard let next = movedFrom[ordered[current].path] else { return nil }
+            if next == start { return members.count > 1 ? members : nil }
+            members.append(next)
+            current = next
+        }
+        return nil
+    }
+
+    /// A present record's other changes (written, attributes), under its path now.
+    private static func emitChanges(of record: Record, into result: inout [DirectoryChange]) {
+        for kind in record.kinds {
+            result.append(
+                DirectoryChange(
+                    kind: kind, path: record.path, isDirectory: record.isDirectory, foundByRescan: record.foundByRescan)
+            )
+        }
     }
 
     private static func emit(_ record: Record, into result: inout [DirectoryChange]) {
@@ -126,9 +182,7 @@ struct SettledBatch {
                     DirectoryChange(
                         kind: .renamed, path: path, oldPath: original, isDirectory: directory, foundByRescan: rescan))
             }
-            for kind in record.kinds {
-                result.append(DirectoryChange(kind: kind, path: path, isDirectory: directory, foundByRescan: rescan))
-            }
+            emitChanges(of: record, into: &result)
         case (.existed(let original), .removed):
             result.append(
                 DirectoryChange(kind: .removed, path: original, isDirectory: directory, foundByRescan: rescan))
@@ -230,6 +284,50 @@ struct SettledBatch {
             records[other] = record
         }
         records[index]!.sequence = earliest
+    }
+
+    /// The entries at `first` and `second` exchanged names; the one now at `second` (that was at
+    /// `first`) is a directory when `isDirectory`. What is below each follows it.
+    private mutating func exchange(
+        _ first: FileSystemPath, _ second: FileSystemPath, isDirectory: Bool, foundByRescan: Bool
+    ) {
+        let moving = record(at: first, isDirectory: isDirectory, foundByRescan: foundByRescan)
+        let other = record(at: second, isDirectory: false, foundByRescan: foundByRescan)
+        // The exchange comes before what happened below either directory.
+        var earliest = min(records[moving]!.sequence, records[other]!.sequence)
+        for record in records {
+            guard let record, record.path.isBelow(first) || record.path.isBelow(second) else { continue }
+            earliest = min(earliest, record.sequence)
+        }
+        for index in records.indices {
+            guard var record = records[index] else { continue }
+            let wasPresent = record.end == .present && present[record.path] == index
+            let target: (FileSystemPath, FileSystemPath)?
+            if index == moving || record.path.isBelow(first) {
+                target = (first, second)
+            } else if index == other || record.path.isBelow(second) {
+                target = (second, first)
+            } else {
+                target = nil
+            }
+            guard let (from, to) = target else { continue }
+            if wasPresent { present[record.path] = nil }
+            record.path = record.path.replacingPrefix(from, with: to)
+            if index != moving, index != other, case .existed(let original) = record.start, original.isBelow(from) {
+                record.start = .existed(original.replacingPrefix(from, with: to))
+            }
+            if index == moving || index == other {
+                record.sequence = earliest
+                record.foundByRescan = record.foundByRescan || foundByRescan
+            }
+            records[index] = record
+        }
+        for index in records.indices {
+            guard let record = records[index], record.end == .present,
+                index == moving || index == other || record.path.isBelow(first) || record.path.isBelow(second)
+            else { continue }
+            present[record.path] = index
+        }
     }
 
     private mutating func removeAll(where shouldRemove: (Record) -> Bool) {

@@ -137,6 +137,18 @@ struct Settler {
                         self[keyPath: set].map { $0.isBelow(old) ? $0.replacingPrefix(old, with: change.path) : $0 })
                 }
             }
+        case .exchanged:
+            guard let other = change.oldPath else { return }
+            for set in [\Settler.writers, \.created, \.opening] {
+                self[keyPath: set] = Set(
+                    self[keyPath: set].map {
+                        if $0 == other || $0.isBelow(other) { return $0.replacingPrefix(other, with: change.path) }
+                        if $0 == change.path || $0.isBelow(change.path) {
+                            return $0.replacingPrefix(change.path, with: other)
+                        }
+                        return $0
+                    })
+            }
         case .overflow, .rootRemoved, .rootMoved:
             // Closes may be among the events lost: a writer left on record would hold every
             // batch to the maximum.

@@ -74,6 +74,10 @@ final class TreeNode {
     fileprivate(set) weak var parent: TreeNode?
     /// The subdirectories watched, by name.
     fileprivate(set) var children: [[UInt8]: TreeNode] = [:]
+    /// The directory's inode, when known (0 when not): a rescan tells by it whether the name
+    /// still holds this directory, or another one since (an exchange, a replacement). An inotify
+    /// watch holds the inode, so no other file can have its number while it is watched.
+    var inode: UInt64 = 0
     fileprivate weak var tree: WatchedTree?
     private let rootPath: FileSystemPath?
     private var cachedPath: FileSystemPath?

@@ -61,6 +61,13 @@ enum FsnotifyMapping {
             if inScope(oldPath) { events.append(FsnotifyEvent("rename", oldPath)) }
             if inScope(path) { events.append(FsnotifyEvent("create", path, from: oldPath)) }
             return events
+        case .exchanged:
+            // fsnotify reports each of an exchange's two moves as a rename and a create.
+            guard let oldPath else { return [] }
+            return [
+                FsnotifyEvent("rename", oldPath), FsnotifyEvent("create", path, from: oldPath),
+                FsnotifyEvent("rename", path), FsnotifyEvent("create", oldPath, from: path),
+            ].filter { inScope($0.path) }
         case .movedIn:
             return [FsnotifyEvent("create", path, from: oldPath)]
         case .movedOut:

@@ -1,0 +1,297 @@
+import Foundation
+import XCTest
+
+@testable import DirectoryWatcher
+
+/// A tree soak against a model: seeded random churn of a watched tree (files and `mkdir -p` at
+/// once, subtrees renamed inside it, moved in from outside and out, moved through directories just
+/// made or just moved in, exchanged, removed, written), some of it while the queue is lost and
+/// directories are removed and renamed meanwhile. After each step and a barrier, the changes the
+/// watcher reported, applied in order to a model of the tree it started with, give exactly the
+/// tree on disk: nothing missing, nothing extra, no entry of the wrong type, and no change that
+/// names an entry the stream never made. Through inotify here, fanotify in
+/// ``FanotifyTreeSoakTests``; 20 seeds of each in the stress suite.
+/// `DIRWATCH_SOAK_SEED=N` runs one seed again.
+class TreeSoakTests: XCTestCase {
+    var backend: DirectoryWatcher.Backend { .inotify }
+    var scale: Scale { .fast }
+    /// Seeds per run: a few in `swift test`, 20 in the stress suite.
+    var seeds: Int { scale == .stress ? 20 : 2 }
+    var steps: Int { scale == .stress ? 10 : 6 }
+
+    func testChurnInATreeReconcilesWithTheDisk() throws {
+        let environment = ProcessInfo.processInfo.environment
+        let seeds: [UInt64] =
+            environment["DIRWATCH_SOAK_SEED"].flatMap(UInt64.init).map { [$0] }
+            ?? (0..<UInt64(self.seeds)).map { 0x7EE5_0000 &+ $0 &+ (backend == .inotify ? 0 : 0x100) }
+        for seed in seeds {
+            var soak = try TreeSoak(test: self, seed: seed, backend: backend, scale: scale)
+            defer { soak.end() }
+            try soak.run(steps: steps)
+            if (testRun?.totalFailureCount ?? 0) > 0 { return }
+        }
+    }
+}
+
+/// One seeded run of ``TreeSoakTests``.
+struct TreeSoak {
+    let test: XCTestCase
+    let seed: UInt64
+    let backend: DirectoryWatcher.Backend
+    let scale: Scale
+    private var random: SplitMix64
+    /// Holds the watched tree, `T`, and a place outside it, `OUT`, on one file system.
+    private let base = TemporaryDirectory()
+    private let root: String
+    private let outside: String
+    private let loss: QueueLoss
+    private let recorder = Recorder()
+    private var watcher: DirectoryWatcher?
+    /// At stress scale through inotify, the directory whose files fill the kernel queue, watched
+    /// on the same (shared) loop.
+    private var fillers: TemporaryDirectory?
+    private var fillerWatcher: DirectoryWatcher?
+    /// The tree as the reported changes made it.
+    private var model: TreeModel
+    private var log: [String] = []
+    private var serial = 0
+
+    init(test: XCTestCase, seed: UInt64, backend: DirectoryWatcher.Backend, scale: Scale) throws {
+        self.test = test
+        self.seed = seed
+        self.backend = backend
+        self.scale = scale
+        random = SplitMix64(seed: seed)
+        root = base.url("T")
+        model = TreeModel(root: root)
+        outside = base.url("OUT")
+        // fanotify's queue has no limit: its overflows are injected at either scale.
+        let kernelOverflow = scale == .stress && backend == .inotify
+        loss = try QueueLoss(kernelOverflow ? .stress : .fast, fanotify: backend == .fanotify)
+        if kernelOverflow {
+            let fillers = TemporaryDirectory()
+            self.fillers = fillers
+            fillerWatcher = try DirectoryWatcher.watchFolder(path: fillers.path) { _ in }
+        }
+        precondition(Glibc.mkdir(root, 0o755) == 0 && Glibc.mkdir(outside, 0o755) == 0)
+        for _ in 0..<4 { makeSubtree(in: "") }
+        // Born before the first listing's tick, so the listing vouches for their inodes.
+        RescanTests.waitForTheBirthClockToTick()
+        let options = DirectoryWatcher.Options(recursive: true, backend: backend)
+        watcher = try DirectoryWatcher.make(
+            path: root, options: options, delegate: recorder, queue: nil, loop: loss.loop)
+        _ = watcher?.watchedDirectories()
+        model.entries = TreeModel.walk(root)
+    }
+
+    mutating func end() {
+        watcher?.invalidate()
+        fillerWatcher?.invalidate()
+        loss.shutdown()
+    }
+
+    mutating func run(steps: Int) throws {
+        for step in 0..<steps {
+            let overflow = Int.random(in: 0..<3, using: &random) == 0
+            log.append("step \(step)\(overflow ? " (queue lost)" : "")")
+            if overflow {
+                var this = self
+                try loss.lose(test: test, fillers: fillers) {
+                    this.churn(operations: Int.random(in: 5...25, using: &this.random), whileLost: true)
+                }
+                self = this
+            } else {
+                churn(operations: Int.random(in: 5...25, using: &random), whileLost: false)
+            }
+            guard let current = watcher else { return }
+            test.waitForDelivery(current)
+            let changes = recorder.changes
+            recorder.reset()
+            let context = "seed \(seed) (DIRWATCH_SOAK_SEED=\(seed)), \(backend), step \(step)"
+            let problems = model.apply(changes, queueLost: overflow, ignoring: fillers?.path)
+            if problems.contains(where: { $0.hasPrefix("the watch ended") }) { self.watcher = nil }
+            if let report = model.differences(problems) {
+                XCTFail(
+                    """
+                    \(context): \(report)
+                    operations: \(log.suffix(60).joined(separator: "; "))
+                    changes: \(changes.filter { !$0.path.description.contains("/filler-") }.suffix(80).map(\.description).joined(separator: "\n"))
+                    """)
+                return
+            }
+            log.removeAll()
+        }
+    }
+
+    // MARK: - The churn
+
+    private mutating func fresh(_ stem: String) -> String {
+        serial += 1
+        return "\(stem)\(serial)"
+    }
+
+    /// Makes a small subtree at `parent/<fresh>` (relative to `root`, or an absolute path when
+    /// `absolute`): a directory, a file in it, and a directory with a file below.
+    @discardableResult
+    private mutating func makeSubtree(in parent: String, absolute: Bool = false) -> String {
+        let name = fresh("d")
+        let top = absolute ? "\(parent)/\(name)" : join(root, parent, name)
+        precondition(Glibc.mkdir(top, 0o755) == 0, "mkdir \(top): \(String(cString: strerror(errno)))")
+        touch("\(top)/\(fresh("f"))")
+        let inner = "\(top)/\(fresh("d"))"
+        precondition(Glibc.mkdir(inner, 0o755) == 0)
+        touch("\(inner)/\(fresh("f"))")
+        return top
+    }
+
+    private func join(_ parts: String...) -> String {
+        parts.filter { !$0.isEmpty }.joined(separator: "/")
+    }
+
+    private func touch(_ path: String) {
+        let fd = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0o644)
+        precondition(fd >= 0, "open \(path): \(String(cString: strerror(errno)))")
+        close(fd)
+    }
+
+    /// Entries of the tree on disk now, relative paths.
+    private func entries(directories: Bool) -> [String] {
+        TreeModel.walk(root).filter { $0.value == directories }.keys.sorted()
+    }
+
+    private mutating func pick(_ candidates: [String]) -> String? {
+        candidates.isEmpty ? nil : candidates[Int.random(in: 0..<candidates.count, using: &random)]
+    }
+
+    /// A directory of the tree to put something in: the root (as "") or one below it.
+    private mutating func pickDirectory(notIn excluded: String? = nil) -> String {
+        var candidates = [""] + entries(directories: true)
+        if let excluded { candidates.removeAll { $0 == excluded || $0.hasPrefix(excluded + "/") } }
+        return pick(candidates) ?? ""
+    }
+
+    private mutating func churn(operations: Int, whileLost: Bool) {
+        for operation in 0..<operations {
+            let files = entries(directories: false)
+            let directories = entries(directories: true)
+            switch Int.random(in: 0..<13, using: &random) {
+            case 0:
+                // mkdir -p and a file at once.
+                let parent = pickDirectory()
+                let path = join(parent, fresh("p"), fresh("q"))
+                try? FileManager.default.createDirectory(atPath: join(root, path), withIntermediateDirectories: true)
+                touch(join(root, path, fresh("f")))
+                log.append("mkdir -p \(path)")
+            case 1:
+                let path = join(pickDirectory(), fresh("f"))
+                touch(join(root, path))
+                log.append("create \(path)")
+            case 2:
+                guard let file = pick(files) else { continue }
+                let fd = open(join(root, file), O_WRONLY | O_APPEND)
+                if fd >= 0 {
+                    _ = Glibc.write(fd, "x", 1)
+                    close(fd)
+                }
+                log.append("write \(file)")
+            case 3:
+                guard let file = pick(files) else { continue }
+                unlink(join(root, file))
+                log.append("remove \(file)")
+            case 4:
+                guard let directory = pick(directories) else { continue }
+                try? FileManager.default.removeItem(atPath: join(root, directory))
+                log.append("rm -r \(directory)")
+            case 5, 6:
+                // A file or a subtree renamed inside the tree, sometimes over a file.
+                guard let entry = pick(files + directories) else { continue }
+                let target = pickDirectory(notIn: entry)
+                var destination = join(target, fresh("r"))
+                if Bool.random(using: &random), model.entries[entry] == false, let over = pick(files), over != entry {
+                    destination = over
+                }
+                Glibc.rename(join(root, entry), join(root, destination))
+                log.append("rename \(entry) \(destination)")
+            case 7:
+                let made = makeSubtree(in: outside, absolute: true)
+                let destination = join(pickDirectory(), fresh("in"))
+                Glibc.rename(made, join(root, destination))
+                log.append("move in \(destination)")
+            case 8:
+                guard let entry = pick(files + directories) else { continue }
+                Glibc.rename(join(root, entry), "\(outside)/\(fresh("out"))")
+                log.append("move out \(entry)")
+            case 9:
+                // A subtree moved into directories made just before (issue 26: makedirs then rename).
+                guard let moved = pick(directories) else { continue }
+                let parent = pickDirectory(notIn: moved)
+                let made = join(parent, fresh("n"), fresh("m"))
+                try? FileManager.default.createDirectory(atPath: join(root, made), withIntermediateDirectories: true)
+                let destination = join(made, fresh("sub"))
+                Glibc.rename(join(root, moved), join(root, destination))
+                log.append("mkdir -p \(made); rename \(moved) \(destination)")
+            case 10:
+                // A subtree moved in, and one of its directories moved on at once.
+                let made = makeSubtree(in: outside, absolute: true)
+                let arrived = join(pickDirectory(), fresh("in"))
+                Glibc.rename(made, join(root, arrived))
+                let inner = TreeModel.walk(join(root, arrived)).filter(\.value).keys.first.map { join(arrived, $0) }
+                guard let inner else { continue }
+                let destination = join(pickDirectory(notIn: arrived), fresh("m"))
+                Glibc.rename(join(root, inner), join(root, destination))
+                log.append("move in \(arrived); rename \(inner) \(destination)")
+            case 11:
+                guard let file = pick(files) else { continue }
+                chmod(join(root, file), Bool.random(using: &random) ? 0o600 : 0o644)
+                log.append("chmod \(file)")
+            default:
+                // Two entries exchanged (RENAME_EXCHANGE), neither inside the other: the step's
+                // first operation, while the queue is read, on entries the watcher has seen
+                // settle, and its last (an exchange must be seen before either name changes
+                // again). Two races are not reconciled yet and not made here: an exchange with a
+                // directory made or moved in moments before (its watch added after the exchange),
+                // and exchanges across directories while the queue is lost.
+                guard operation == 0, !whileLost, let first = pick(files + directories) else { continue }
+                let others = (files + directories).filter {
+                    $0 != first && !$0.hasPrefix(first + "/") && !first.hasPrefix($0 + "/")
+                }
+                guard let second = pick(others) else { continue }
+                let result = RenameExchange.exchange(join(root, first), join(root, second))
+                log.append("exchange \(first) \(second) (\(result == 0 ? "done" : String(cString: strerror(errno))))")
+                return
+            }
+        }
+        if whileLost {
+            // Directories removed and renamed while the queue is lost (issue 26's false end).
+            if let directory = pick(entries(directories: true)) {
+                try? FileManager.default.removeItem(atPath: join(root, directory))
+                log.append("rm -r \(directory)")
+            }
+            if let directory = pick(entries(directories: true)) {
+                let destination = join(pickDirectory(notIn: directory), fresh("lost"))
+                Glibc.rename(join(root, directory), join(root, destination))
+                log.append("rename \(directory) \(destination)")
+            }
+        }
+    }
+
+}
+
+/// `renameat2(RENAME_EXCHANGE)`, which Glibc's module map does not declare: found at run time.
+enum RenameExchange {
+    private typealias Function =
+        @convention(c) (Int32, UnsafePointer<CChar>, Int32, UnsafePointer<CChar>, UInt32) ->
+        Int32
+    private static let function: Function? = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "renameat2").map {
+        unsafeBitCast($0, to: Function.self)
+    }
+
+    /// Exchanges the entries at two paths: 0, or -1 with errno set.
+    static func exchange(_ first: String, _ second: String) -> Int32 {
+        guard let function else {
+            errno = ENOSYS
+            return -1
+        }
+        return function(AT_FDCWD, first, AT_FDCWD, second, 2)  // RENAME_EXCHANGE
+    }
+}
