@@ -154,6 +154,14 @@ final class KnownDirectory {
         if let other { entries.updateValue(other, forName: first) }
     }
 
+    /// The inode of `name` as a listing read it, when nothing has changed it since; nil otherwise.
+    func listedInode(_ name: ArraySlice<UInt8>) -> UInt64? {
+        guard let record = entries.record(forName: name), case .entry(let entry) = entries[record: record] else {
+            return nil
+        }
+        return entry.inode
+    }
+
     /// Whether an entry of that name is known.
     func contains(_ name: ArraySlice<UInt8>) -> Bool {
         entries.record(forName: name) != nil

@@ -3,9 +3,10 @@
 /// fanotify rename records). Applied in order as renames, the second would find `a` gone and the
 /// first would have replaced `b`: a name lost. The same two moves are also what `mv a b; mv b a`
 /// gives, with nothing to tell them apart in the events: an exchange leaves both names on disk,
-/// the other leaves `a` alone. So a move over a name that is known (or in a directory of which
-/// nothing is known) waits for the next event; when that is its mirror image and both names are
-/// there, the pair is one ``DirectoryChange/Kind/exchanged``.
+/// the other leaves `a` alone. So a move over a name that is known waits for the next event (or
+/// the pairing window, 10 ms, since the loop may read between the halves); when that is its
+/// mirror image and both names are there, the pair is one ``DirectoryChange/Kind/exchanged``.
+/// A watcher that keeps no names (``DirectoryWatcher/Recovery/notice``) sees two renames.
 extension Router {
     /// An event out of the move pairing (or a fanotify rename with one end outside the trees).
     /// A move in with no first half may be an exchange with a place not watched (or watched too
@@ -22,9 +23,10 @@ extension Router {
             }
             handle(arrival)
         }
-        if event.has(InotifyMask.movedTo), event.cookie != 0 {
+        if event.has(InotifyMask.movedTo), event.cookie != 0, known[event.wd]?.contains(event.name) == true {
             if heldMove != nil { releaseHeldMove() }
             heldArrival = event
+            heldDeadline = now &+ holdWindow
             return
         }
         handle(event)
@@ -58,8 +60,9 @@ extension Router {
             }
             handleMove(from: held.from, to: held.to)
         }
-        if known[to.wd].map({ $0.contains(to.name) }) ?? true {
+        if known[to.wd]?.contains(to.name) == true {
             heldMove = (from, to)
+            heldDeadline = now &+ holdWindow
         } else {
             handleMove(from: from, to: to)
         }

@@ -214,6 +214,15 @@ extension Router {
         return false
     }
 
+    /// The inode of `name` in the directory of `wd` now; nil when it is gone (or cannot be read).
+    func entryInode(_ name: [UInt8], in wd: Int32) -> UInt64? {
+        guard let path = table.watches(wd).first?.directory else { return nil }
+        let status = try? inDirectory(path) { fd throws(SyscallError) in
+            try table.system.entryStatus(in: fd, name: name)
+        }
+        return status?.inode
+    }
+
     /// Whether `name` exists in the directory of `wd` now (a merged record's order, an exchange).
     func entryExists(_ name: [UInt8], in wd: Int32) -> Bool {
         guard let path = table.watches(wd).first?.directory else { return false }

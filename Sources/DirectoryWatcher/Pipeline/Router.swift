@@ -62,7 +62,7 @@ final class Router {
     /// holds those changes, by watcher.
     @exclusivity(unchecked) private var barriersAfterSettling: [ObjectIdentifier: [BarrierRequest]] = [:]
     /// The monotonic time of the read or deadline being handled (settling times changes by it).
-    @exclusivity(unchecked) private var now: UInt64 = 0
+    @exclusivity(unchecked) private(set) var now: UInt64 = 0
     /// Barriers that were in flight when the queue overflowed: they complete after the rescan.
     @exclusivity(unchecked) private var barriersAfterRescan: [BarrierRequest] = []
     /// Directories the router has just listed: their own open, read and close of the directory
@@ -140,6 +140,11 @@ final class Router {
     /// A move in with no first half (`IN_MOVED_TO` alone) that may be half an exchange with a
     /// place not watched (``Router+Exchanges``): held until the next event.
     @exclusivity(unchecked) var heldArrival: InotifyEvent?
+    /// When what is held stops waiting for the exchange's other half: the kernel queues the two
+    /// halves one after the other, and the loop may read between them.
+    @exclusivity(unchecked) var heldDeadline: UInt64 = 0
+    /// How long a held move waits, as a rename's first half waits for its second.
+    let holdWindow: UInt64
 
     init(
         table: WatchTable<Subscription>, pairingWindow: UInt64, barrierWD: Int32,
@@ -168,6 +173,7 @@ final class Router {
         self.table = table
         self.fanotify = FanotifyMarks(system: table.system)
         self.pairing = MovePairing(window: pairingWindow)
+        self.holdWindow = pairingWindow
         self.barrierWD = barrierWD
         self.writeBarrierFile = writeBarrierFile
         self.isOnLoopThread = isOnLoopThread
@@ -178,6 +184,7 @@ final class Router {
     /// learnt.
     var deadline: UInt64? {
         var earliest = pairing.deadline
+        if heldMove != nil || heldArrival != nil { earliest = min(earliest ?? .max, heldDeadline) }
         if !lackingInodes.isEmpty { earliest = min(earliest ?? .max, learningDeadline) }
         for subscription in settling {
             if let due = subscription.loop.settler?.deadline { earliest = min(earliest ?? .max, due) }
@@ -233,6 +240,7 @@ final class Router {
         if !polled.isEmpty { pollDue() }
         if !snapshotQueue.isEmpty { continueSnapshots() }
         if !settling.isEmpty { releaseSettled() }
+        if heldMove != nil || heldArrival != nil, now >= heldDeadline { releaseHeldMove() }
         if let deadline = pairing.deadline, now >= deadline {
             pairing.expire(now: now) { handle($0) }
         }
@@ -246,17 +254,16 @@ final class Router {
     /// batches to their queues. `queueDrained`: the last read found the kernel queue empty.
     func finishWakeUp(queueDrained: Bool) {
         assert(isOnLoopThread())
-        // (A rename's first half waiting for its partner is the next event: a held move waits
-        // for it too.)
-        if heldMove != nil || heldArrival != nil, pairing.isEmpty { releaseHeldMove() }
-        if queueDrained && rescanPending && pairing.isEmpty {
+        // (A held move waits for its deadline, or the next event: the barrier's own, for one.)
+        let holding = !pairing.isEmpty || heldMove != nil || heldArrival != nil
+        if queueDrained && rescanPending && !holding {
             rescanPending = false
             rescan(known.keys, afterKernelOverflow: true)
             let waiting = barriersAfterRescan
             barriersAfterRescan = []
             complete(waiting)
         }
-        if queueDrained && !catchUpsDue.isEmpty && pairing.isEmpty {
+        if queueDrained && !catchUpsDue.isEmpty && !holding {
             let due = catchUpsDue
             catchUpsDue = []
             var descriptors: Set<Int32> = []
@@ -270,7 +277,7 @@ final class Router {
                 complete(waiting)
             }
         }
-        if queueDrained && !resumesDue.isEmpty && pairing.isEmpty { resumeDue() }
+        if queueDrained && !resumesDue.isEmpty && !holding { resumeDue() }
         if queueDrained && pairing.isEmpty && barrier.drained() { writeBarrier() }
         flushBatches()
     }
@@ -618,6 +625,8 @@ final class Router {
             // The kernel queues an event before the call that made it returns: once the group's
             // queue has been read to its end, every change made before this request is routed.
             drainFanotify()
+            // Every record before the request is read: an exchange's other half would be among them.
+            if heldMove != nil || heldArrival != nil { releaseHeldMove() }
             if rescanPending {
                 barriersAfterRescan.append(request)
             } else {
@@ -676,6 +685,15 @@ final class Router {
             pendingListings[event.wd]?.steps.append(.event(event))
         }
         if !event.name.isEmpty, let directory = known[event.wd] {
+            // A move in that a listing read after the watch already showed (an inotify tree's new
+            // directory, listed as things moved into it): the same inode is still there, so it is
+            // a repeat, not a replacement. (One statx, for a move onto a name listed and unchanged
+            // since.)
+            if event.has(InotifyMask.movedTo), directory.suppressesRepeats, !FanotifyMarks.isFanotify(event.wd),
+                let listed = directory.listedInode(event.name), entryInode(Array(event.name), in: event.wd) == listed
+            {
+                return
+            }
             guard directory.apply(event, at: wallNow) || !directory.suppressesRepeats else { return }
             if directory.lacksInodes && !directory.isDueForLearning { lacksInodes(event.wd, directory) }
         }
