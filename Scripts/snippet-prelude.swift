@@ -12,6 +12,7 @@ public func reloadConfiguration() {}
 public func add(_ path: FileSystemPath) {}
 public func remove(_ path: FileSystemPath) {}
 public func rename(_ path: FileSystemPath, to newPath: FileSystemPath) {}
+public func swap(_ path: FileSystemPath, _ other: FileSystemPath) {}
 public func refresh(_ path: FileSystemPath) {}
 public func relistEverything() {}
 public func showFolderGone() {}

@@ -216,7 +216,7 @@ func parseEvents(_ list: String, option: String) throws(UsageError) -> Directory
         guard let kinds = eventKinds[word.lowercased()] else {
             throw UsageError(
                 "\(option): unknown kind '\(word)'; valid: created, removed, modified, attributesChanged "
-                    + "(or attributes), moved (renamed, movedIn, movedOut), opened, accessed, writerClosed, "
+                    + "(or attributes), moved (renamed, exchanged, movedIn, movedOut), opened, accessed, writerClosed, "
                     + "readerClosed, all, default, or inotifywait's create, delete, modify, attrib, move, "
                     + "moved_from, moved_to, open, access, close_write, close_nowrite, close")
         }

@@ -101,7 +101,7 @@ public struct OptionDescriptor: Equatable, Sendable {
             .event, short: "E", long: ["event", "events"], value: .required(placeholder: "KINDS"),
             help: "print only these kinds of change: a comma-separated list, repeatable (the union is taken), "
                 + "case-insensitive. dirwatch's names: created, removed, modified, attributesChanged (or "
-                + "attributes), moved (renamed, movedIn, movedOut), opened, accessed, writerClosed, readerClosed; "
+                + "attributes), moved (renamed, exchanged, movedIn, movedOut), opened, accessed, writerClosed, readerClosed; "
                 + "inotifywait's: create, delete, modify, attrib, move, moved_from and moved_to (both: moved), "
                 + "open, access, close_write, close_nowrite, close (both closes); all; default (created, removed, "
                 + "modified, attributesChanged, moved: what is printed without --event). rootRemoved, rootMoved "

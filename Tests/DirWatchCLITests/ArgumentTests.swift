@@ -196,7 +196,7 @@ import Testing
             (
                 ["--event", "created,renamed", "."],
                 "--event: unknown kind 'renamed'; valid: created, removed, modified, attributesChanged "
-                    + "(or attributes), moved (renamed, movedIn, movedOut), opened, accessed, writerClosed, "
+                    + "(or attributes), moved (renamed, exchanged, movedIn, movedOut), opened, accessed, writerClosed, "
                     + "readerClosed, all, default, or inotifywait's create, delete, modify, attrib, move, "
                     + "moved_from, moved_to, open, access, close_write, close_nowrite, close"
             ),
