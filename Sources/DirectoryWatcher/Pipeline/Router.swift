@@ -900,8 +900,18 @@ final class Router {
 
     /// Ends a watcher's wait for its catch-up: collects the changes that did not fit when its
     /// backlog overflowed, and returns what it knew of its directories then.
+    ///
+    /// The changes collected in this wake-up, before the listing, are dropped as those of the
+    /// wake-ups before it were (``flushBatches()``): they happened after what the watcher knew,
+    /// so the listing reports what they came to, and delivered too they would come twice.
     private func takeCatchUp(_ subscription: Subscription) -> [Int32: NameTable<KnownDirectory.Known>] {
-        guard let catchUp = subscription.loop.catchUp else { return [:] }
+        guard var catchUp = subscription.loop.catchUp else { return [:] }
+        if !subscription.loop.pending.isEmpty {
+            catchUp.dropped += subscription.loop.pending.count
+            subscription.loop.pending = []
+            // Collected again below: one flush, of the catch-up.
+            dirty.removeAll { $0 === subscription }
+        }
         subscription.loop.catchUp = nil
         subscription.loop.takesAnyBatch = true
         // The notice first: the watcher fell behind, this many changes were held back, and what
