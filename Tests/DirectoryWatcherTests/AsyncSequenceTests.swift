@@ -154,6 +154,20 @@ class AsyncSequenceTests: WatchedDirectoryTestCase {
         try await slowConsumerGetsEachChangeOnce(bufferLimit: DirectoryChanges.defaultBufferLimit)
     }
 
+    /// A tree, watched through inotify, its files made in two directories below the root, with
+    /// room for 8: each catch-up reports every directory of the tree from what the consumer knew
+    /// of it (before the fix, only the first directory listed: the other's files made while the
+    /// consumer was behind were never reported).
+    func testASlowConsumerOfAnInotifyTreeGetsEachChangeOnce() async throws {
+        try await slowConsumerGetsEachChangeOnce(bufferLimit: 8, tree: .inotify)
+    }
+
+    /// The same tree watched through fanotify, where the process may use it.
+    func testASlowConsumerOfAFanotifyTreeGetsEachChangeOnce() async throws {
+        try XCTSkipUnless(geteuid() == 0, "fanotify's file-system mark needs CAP_SYS_ADMIN")
+        try await slowConsumerGetsEachChangeOnce(bufferLimit: 8, tree: .fanotify)
+    }
+
     /// A writer makes `files` files, then a sentinel, while a consumer takes changes at half the
     /// writer's pace (the writer's progress gates it: no sleep), so it falls behind, is told so,
     /// and catches up, again and again. The writer waits for a barrier after each burst of files,
@@ -163,13 +177,23 @@ class AsyncSequenceTests: WatchedDirectoryTestCase {
     /// every change (the notices and what the listings found included) to a model of the
     /// directory: no name is created twice, and once it has seen the sentinel and then a last
     /// file made after it, the model is the directory's listing.
-    private func slowConsumerGetsEachChangeOnce(bufferLimit: Int) async throws {
+    private func slowConsumerGetsEachChangeOnce(
+        bufferLimit: Int, tree backend: DirectoryWatcher.Backend? = nil
+    ) async throws {
         let files = scale == .stress ? 100_000 : 2_000
         let burst = scale == .stress ? 1_000 : 100
         // A memory file system where there is one: 100,000 creations.
         let parent = FileManager.default.fileExists(atPath: "/dev/shm") ? "/dev/shm/" : NSTemporaryDirectory()
         let directory = TemporaryDirectory(in: parent)
-        let changes = try DirectoryWatcher.changes(path: directory.path, bufferLimit: bufferLimit)
+        // In a tree, the files go to two directories made before the watch, once the birth clock
+        // has ticked past them (else their listing cannot tell they are the same directories).
+        let folders = backend == nil ? [""] : ["a/", "b/"]
+        if backend != nil {
+            for folder in folders { directory.mkdir(String(folder.dropLast())) }
+            RescanTests.waitForTheBirthClockToTick()
+        }
+        let options = backend.map { DirectoryWatcher.Options(recursive: true, backend: $0) } ?? .init()
+        let changes = try DirectoryWatcher.changes(path: directory.path, options: options, bufferLimit: bufferLimit)
         // A watcher of the same directory: once its barrier completes, the loop has routed every
         // event before it, and found the kernel queue empty.
         let probe = try DirectoryWatcher.watchFolder(path: directory.path) { _ in }
@@ -178,7 +202,7 @@ class AsyncSequenceTests: WatchedDirectoryTestCase {
         Thread {
             let routed = DispatchSemaphore(value: 0)
             for index in 0..<files {
-                directory.touch("f-\(index)")
+                directory.touch(folders[index % folders.count] + "f-\(index)")
                 if index % 64 == 63 { progress.advance(to: index + 1) }
                 if index % burst == burst - 1 {
                     probe.barrier { routed.signal() }
@@ -195,6 +219,9 @@ class AsyncSequenceTests: WatchedDirectoryTestCase {
         let consumer = Task { () -> Model in
             defer { finished.fulfill() }
             var model = Model()
+            for folder in folders where !folder.isEmpty {
+                model.names.insert(FileSystemPath(directory.url(String(folder.dropLast()))))
+            }
             var iterator = changes.makeAsyncIterator()
             while !model.names.contains(last) {
                 await progress.reached(model.taken * 2)
@@ -219,7 +246,7 @@ class AsyncSequenceTests: WatchedDirectoryTestCase {
             try FileManager.default.subpathsOfDirectory(atPath: directory.path).map {
                 FileSystemPath(directory.url($0))
             })
-        XCTAssertEqual(listing.count, files + 2)
+        XCTAssertEqual(listing.count, files + 2 + folders.filter { !$0.isEmpty }.count)
         XCTAssertEqual(model.names.subtracting(listing).count, 0, "reported, not on disk; \(context)")
         XCTAssertEqual(listing.subtracting(model.names).count, 0, "on disk, never reported; \(context)")
         XCTAssertGreaterThan(model.notices, 0, "the consumer fell behind: \(context)")

@@ -1,7 +1,7 @@
 import XCTest
 
 /// ``AsyncSequenceTests`` at full size: 100,000 files made while a slow consumer falls behind, at
-/// each buffer limit.
+/// each buffer limit and in trees.
 final class AsyncSequenceStressTests: AsyncSequenceTests {
     override var scale: Scale { .stress }
 
@@ -28,5 +28,15 @@ final class AsyncSequenceStressTests: AsyncSequenceTests {
     /// 100,000 files, so that the consumer falls more than 16,384 changes behind.
     override func testASlowConsumerGetsEachChangeOnceWithTheDefaultBuffer() async throws {
         try await super.testASlowConsumerGetsEachChangeOnceWithTheDefaultBuffer()
+    }
+
+    /// 100,000 files in two directories of an inotify tree.
+    override func testASlowConsumerOfAnInotifyTreeGetsEachChangeOnce() async throws {
+        try await super.testASlowConsumerOfAnInotifyTreeGetsEachChangeOnce()
+    }
+
+    /// 100,000 files in two directories of a fanotify tree.
+    override func testASlowConsumerOfAFanotifyTreeGetsEachChangeOnce() async throws {
+        try await super.testASlowConsumerOfAFanotifyTreeGetsEachChangeOnce()
     }
 }
