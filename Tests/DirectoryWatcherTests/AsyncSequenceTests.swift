@@ -3,7 +3,11 @@ import XCTest
 
 @testable import DirectoryWatcher
 
-final class AsyncSequenceTests: WatchedDirectoryTestCase {
+/// The async sequence: order, ending, buffering, a consumer that falls behind, cancelling. The
+/// long runs (100,000 files at each buffer limit) are in ``AsyncSequenceStressTests``.
+class AsyncSequenceTests: WatchedDirectoryTestCase {
+    var scale: Scale { .fast }
+
     func testChangesArriveInOrderAndEndWithTheDirectory() async throws {
         let changes = try DirectoryWatcher.changes(path: directory.path)
         XCTAssertEqual(changes.path, FileSystemPath(directory.path))
@@ -124,5 +128,229 @@ final class AsyncSequenceTests: WatchedDirectoryTestCase {
         let after = directory.touch("after")
         let next = await iterator.next()
         XCTAssertEqual(next, DirectoryChange(.created, after))
+    }
+
+    // MARK: - Each change once, however far behind
+
+    /// 2,000 files (100,000 in the stress suite) with room for one.
+    func testASlowConsumerGetsEachChangeOnceWithABufferOf1() async throws {
+        try await slowConsumerGetsEachChangeOnce(bufferLimit: 1)
+    }
+
+    /// With room for 8.
+    func testASlowConsumerGetsEachChangeOnceWithABufferOf8() async throws {
+        try await slowConsumerGetsEachChangeOnce(bufferLimit: 8)
+    }
+
+    /// With room for 100.
+    func testASlowConsumerGetsEachChangeOnceWithABufferOf100() async throws {
+        try await slowConsumerGetsEachChangeOnce(bufferLimit: 100)
+    }
+
+    /// With the default room, 16,384: a consumer falls that far behind only in the stress suite's
+    /// 100,000 files.
+    func testASlowConsumerGetsEachChangeOnceWithTheDefaultBuffer() async throws {
+        try XCTSkipIf(scale == .fast, "2,000 files never fill 16,384: the stress suite's")
+        try await slowConsumerGetsEachChangeOnce(bufferLimit: DirectoryChanges.defaultBufferLimit)
+    }
+
+    /// A tree, watched through inotify, its files made in two directories below the root, with
+    /// room for 8: each catch-up reports every directory of the tree from what the consumer knew
+    /// of it (before the fix, only the first directory listed: the other's files made while the
+    /// consumer was behind were never reported).
+    func testASlowConsumerOfAnInotifyTreeGetsEachChangeOnce() async throws {
+        try await slowConsumerGetsEachChangeOnce(bufferLimit: 8, tree: .inotify)
+    }
+
+    /// The same tree watched through fanotify, where the process may use it.
+    func testASlowConsumerOfAFanotifyTreeGetsEachChangeOnce() async throws {
+        try XCTSkipUnless(geteuid() == 0, "fanotify's file-system mark needs CAP_SYS_ADMIN")
+        try await slowConsumerGetsEachChangeOnce(bufferLimit: 8, tree: .fanotify)
+    }
+
+    /// A writer makes `files` files, then a sentinel, while a consumer takes changes at half the
+    /// writer's pace (the writer's progress gates it: no sleep), so it falls behind, is told so,
+    /// and catches up, again and again. The writer waits for a barrier after each burst of files,
+    /// so the loop finds the kernel queue empty at the end of a wake-up that read the burst's last
+    /// events: where a catch-up that is due runs (before the fix, it delivered those events and
+    /// then found their files again: a burst's worth of changes twice). The consumer applies
+    /// every change (the notices and what the listings found included) to a model of the
+    /// directory: no name is created twice, and once it has seen the sentinel and then a last
+    /// file made after it, the model is the directory's listing.
+    private func slowConsumerGetsEachChangeOnce(
+        bufferLimit: Int, tree backend: DirectoryWatcher.Backend? = nil
+    ) async throws {
+        let files = scale == .stress ? 100_000 : 2_000
+        let burst = scale == .stress ? 1_000 : 100
+        // A memory file system where there is one: 100,000 creations.
+        let parent = FileManager.default.fileExists(atPath: "/dev/shm") ? "/dev/shm/" : NSTemporaryDirectory()
+        let directory = TemporaryDirectory(in: parent)
+        // In a tree, the files go to two directories made before the watch, once the birth clock
+        // has ticked past them (else their listing cannot tell they are the same directories).
+        let folders = backend == nil ? [""] : ["a/", "b/"]
+        if backend != nil {
+            for folder in folders { directory.mkdir(String(folder.dropLast())) }
+            RescanTests.waitForTheBirthClockToTick()
+        }
+        let options = backend.map { DirectoryWatcher.Options(recursive: true, backend: $0) } ?? .init()
+        let changes = try DirectoryWatcher.changes(path: directory.path, options: options, bufferLimit: bufferLimit)
+        // A watcher of the same directory: once its barrier completes, the loop has routed every
+        // event before it, and found the kernel queue empty.
+        let probe = try DirectoryWatcher.watchFolder(path: directory.path) { _ in }
+        defer { probe.invalidate() }
+        let progress = WriterProgress()
+        Thread {
+            let routed = DispatchSemaphore(value: 0)
+            for index in 0..<files {
+                directory.touch(folders[index % folders.count] + "f-\(index)")
+                if index % 64 == 63 { progress.advance(to: index + 1) }
+                if index % burst == burst - 1 {
+                    probe.barrier { routed.signal() }
+                    routed.wait()
+                }
+            }
+            directory.touch("sentinel")
+            progress.finish()
+        }.start()
+
+        let sentinel = FileSystemPath(directory.url("sentinel"))
+        let last = FileSystemPath(directory.url("last"))
+        let finished = expectation(description: "the last file seen")
+        let consumer = Task { () -> Model in
+            defer { finished.fulfill() }
+            var model = Model()
+            for folder in folders where !folder.isEmpty {
+                model.names.insert(FileSystemPath(directory.url(String(folder.dropLast()))))
+            }
+            var iterator = changes.makeAsyncIterator()
+            while !model.names.contains(last) {
+                await progress.reached(model.taken * 2)
+                guard let change = await iterator.next() else { break }
+                model.apply(change)
+                // Made once the sentinel is seen, so after every change before the sentinel was
+                // handed over: once this one comes (by its event or a catch-up's listing),
+                // nothing is left to come.
+                if change.path == sentinel && change.kind == .created { directory.touch("last") }
+            }
+            return model
+        }
+        // A bound for a hang (a change lost, never seen), not a latency.
+        await fulfillment(of: [finished], timeout: 180)
+        consumer.cancel()
+        let model = await consumer.value
+
+        let context = "buffer \(bufferLimit), \(files) files: \(model.summary)"
+        XCTAssertEqual(model.repeated.count, 0, "changes delivered twice: \(model.repeated.prefix(10)); \(context)")
+        XCTAssertEqual(model.inconsistent.count, 0, "\(model.inconsistent.prefix(10)); \(context)")
+        let listing = Set(
+            try FileManager.default.subpathsOfDirectory(atPath: directory.path).map {
+                FileSystemPath(directory.url($0))
+            })
+        XCTAssertEqual(listing.count, files + 2 + folders.filter { !$0.isEmpty }.count)
+        XCTAssertEqual(model.names.subtracting(listing).count, 0, "reported, not on disk; \(context)")
+        XCTAssertEqual(listing.subtracting(model.names).count, 0, "on disk, never reported; \(context)")
+        XCTAssertGreaterThan(model.notices, 0, "the consumer fell behind: \(context)")
+        XCTAssertEqual(model.failedNotices, 0, context)
+    }
+
+    /// What a consumer was told, applied to the names of the directory.
+    private struct Model {
+        var names: Set<FileSystemPath> = []
+        var taken = 0
+        var notices = 0
+        var failedNotices = 0
+        var found = 0
+        /// A name created that the model had, or removed that it did not have.
+        var repeated: [DirectoryChange] = []
+        /// A rename from a name the model did not have.
+        var inconsistent: [DirectoryChange] = []
+
+        mutating func apply(_ change: DirectoryChange) {
+            taken += 1
+            if change.foundByRescan { found += 1 }
+            switch change.kind {
+            case .created, .movedIn:
+                if !names.insert(change.path).inserted { repeated.append(change) }
+            case .removed, .movedOut:
+                if names.remove(change.path) == nil { repeated.append(change) }
+            case .renamed:
+                if let old = change.oldPath, names.remove(old) == nil { inconsistent.append(change) }
+                names.insert(change.path)
+            case .overflow:
+                notices += 1
+                if change.error != nil { failedNotices += 1 }
+            default:
+                break
+            }
+        }
+
+        var summary: String {
+            "\(taken) changes taken, \(notices) notices, \(found) found by listings, "
+                + "\(repeated.count) repeated, \(names.count) names"
+        }
+    }
+
+}
+
+/// How far a writer thread has got: a consumer paces itself by it, waiting for the writer's
+/// count to reach a mark (an event, never a time). Once the writer has finished, every mark is
+/// reached; a waiting task that is cancelled stops waiting, as a consumer's cancellable work would.
+private final class WriterProgress: @unchecked Sendable {
+    private let lock = NSLock()
+    private var count = 0
+    private var finished = false
+    private var nextWaiter = 0
+    private var waiters: [(id: Int, mark: Int, continuation: CheckedContinuation<Void, Never>)] = []
+
+    /// The writer has made `count` changes.
+    func advance(to count: Int) {
+        let due = lock.withLock { () -> [CheckedContinuation<Void, Never>] in
+            self.count = count
+            return takeWaiters { waiter in waiter.mark <= count }
+        }
+        for continuation in due { continuation.resume() }
+    }
+
+    /// The writer has stopped.
+    func finish() {
+        let due = lock.withLock { () -> [CheckedContinuation<Void, Never>] in
+            finished = true
+            return takeWaiters { _ in true }
+        }
+        for continuation in due { continuation.resume() }
+    }
+
+    /// Returns once the writer has made `mark` changes, or stopped, or the task is cancelled.
+    func reached(_ mark: Int) async {
+        let id = lock.withLock { () -> Int in
+            nextWaiter += 1
+            return nextWaiter
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let now = lock.withLock { () -> Bool in
+                    if finished || count >= mark || Task.isCancelled { return true }
+                    waiters.append((id, mark, continuation))
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        } onCancel: {
+            let due = lock.withLock { takeWaiters { waiter in waiter.id == id } }
+            for continuation in due { continuation.resume() }
+        }
+    }
+
+    /// Under the lock.
+    private func takeWaiters(
+        _ isDue: ((id: Int, mark: Int, continuation: CheckedContinuation<Void, Never>)) -> Bool
+    ) -> [CheckedContinuation<Void, Never>] {
+        var due: [CheckedContinuation<Void, Never>] = []
+        waiters.removeAll { waiter in
+            guard isDue(waiter) else { return false }
+            due.append(waiter.continuation)
+            return true
+        }
+        return due
     }
 }

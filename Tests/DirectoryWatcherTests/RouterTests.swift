@@ -200,6 +200,43 @@ final class RouterTests: XCTestCase {
         XCTAssertEqual(d.rootsGone, 1)
     }
 
+    /// A consumer with room for one change (an async sequence's buffer) takes the first of two
+    /// files, and its catch-up runs in a wake-up that also read the creation of a third: that
+    /// creation is found by the listing, and reported once, by it, after the notice (before the
+    /// fix it also came first, from its event: twice in one batch).
+    func testACatchUpDoesNotRepeatTheEventsReadInItsOwnWakeUp() throws {
+        let subscription = Subscription(
+            root: "/d", mask: DirectoryWatcher.Options().events.inotifyMask, target: .mailbox(Mailbox(mayBlock: true)),
+            keepsSnapshot: true, limit: 1, strictLimit: true, acknowledgesLater: true)
+        let d = BatchRecorder()
+        subscription.receiver = d
+        XCTAssertNil(router.subscribe(subscription))
+        let descriptor = wd("/d")
+        func created(_ name: String) -> InotifyEvent {
+            InotifyEvent(wd: descriptor, mask: InotifyMask.create, name: Array(name.utf8))
+        }
+        read([created("a"), created("b")])
+        XCTAssertEqual(d.batches, [[DirectoryChange(.created, "/d/a")]], "what fits in the buffer")
+        // The consumer takes it: the backlog is delivered, and the catch-up is due.
+        subscription.acknowledge(1)
+        router.backlogDrained(subscription)
+        listings["/d"] = .success(
+            Snapshot(entries: [
+                Array("a".utf8): entry(inode: 1), Array("b".utf8): entry(inode: 2), Array("c".utf8): entry(inode: 3),
+            ]))
+        read([created("c")])
+        var found = DirectoryChange(.created, "/d/c")
+        found.foundByRescan = true
+        var notice = DirectoryChange(.overflow, "/d", directory: true)
+        notice.droppedChanges = 2  // b, and c's event, which the listing reports
+        XCTAssertEqual(d.batches.last, [notice, DirectoryChange(.created, "/d/b"), found])
+        XCTAssertEqual(d.batches.count, 2)
+        // Caught up: the next change comes as it happens, once.
+        subscription.acknowledge(3)
+        read([created("e")])
+        XCTAssertEqual(d.batches.last, [DirectoryChange(.created, "/d/e")])
+    }
+
     func testInodesOfCreatedEntriesAreLearntOnceTheLoopIsIdleAndNoMoreOftenThanTheSpacing() throws {
         let (d, _) = try subscribe("/d", keepsSnapshot: true)
         let (_, _) = try subscribe("/e")

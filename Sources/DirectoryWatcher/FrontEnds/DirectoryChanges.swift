@@ -23,7 +23,9 @@ import Dispatch
 /// consumer has taken everything in it, delivers one ``DirectoryChange/Kind/overflow`` notice
 /// whose ``DirectoryChange/droppedChanges`` says how many changes it held back, then what those
 /// came to: the changes it still had, then what listing the directories again found, each marked
-/// ``DirectoryChange/foundByRescan`` (with ``DirectoryWatcher/Recovery/exact``, the default). With
+/// ``DirectoryChange/foundByRescan`` (with ``DirectoryWatcher/Recovery/exact``, the default). Each
+/// change comes once, whatever the limit: what the consumer was given, the listing does not report
+/// again, and what the listing reports is not also delivered from its events. With
 /// ``DirectoryWatcher/Recovery/notice``, the notice comes as soon as the buffer is full, and the
 /// consumer lists the directory itself. So the buffer holds at most the limit, plus the catch-up
 /// itself, however slow the consumer.

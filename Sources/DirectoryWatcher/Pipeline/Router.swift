@@ -48,6 +48,10 @@ final class Router {
     @exclusivity(unchecked) private var catchUpsDue: [Subscription] = []
     /// Barriers of watchers owed a catch-up: they complete after it, by watcher.
     @exclusivity(unchecked) private var barriersAfterCatchUp: [ObjectIdentifier: [BarrierRequest]] = [:]
+    /// The watchers whose catch-up the rescan in progress reports, by watcher: what each knew of
+    /// its directories when its backlog overflowed (``rescan(_:afterKernelOverflow:takingCatchUps:)``).
+    @exclusivity(unchecked) private var catchUpBaselines: [ObjectIdentifier: [Int32: NameTable<KnownDirectory.Known>]] =
+        [:]
     /// Paused watchers that asked to resume and have directories to list first: once the kernel
     /// queue is drained, those are listed and each is told what changed while it was paused.
     @exclusivity(unchecked) private var resumesDue: [Subscription] = []
@@ -562,7 +566,7 @@ final class Router {
                 descriptors.insert(wd)
             }
         }
-        rescan(Array(descriptors), afterKernelOverflow: false)
+        rescan(Array(descriptors), afterKernelOverflow: false, takingCatchUps: false)
         for subscription in due {
             guard let pause = subscription.loop.pause, pause.isDue else { continue }
             subscription.loop.pause = nil
@@ -879,7 +883,23 @@ final class Router {
     /// directory as removed when its path names nothing (its own events were among those lost),
     /// else with a second notice that carries the error; a tree's directory gone from its path is
     /// listed again once the others have been, since its parent's listing may have moved it.
-    private func rescan(_ descriptors: some Sequence<Int32>, afterKernelOverflow: Bool) {
+    ///
+    /// `takingCatchUps`: the directories are every one of the catching-up watchers' whose
+    /// catch-up is due (all of them after a kernel overflow), so those catch-ups are taken now,
+    /// once each before any directory is listed: the notice and what did not fit first, then each
+    /// directory reported from what the watcher knew of it (a tree's, one after another). A
+    /// resume's listing of some directories leaves them owed.
+    private func rescan(_ descriptors: some Sequence<Int32>, afterKernelOverflow: Bool, takingCatchUps: Bool = true) {
+        let descriptors = Array(descriptors)
+        if takingCatchUps {
+            for wd in descriptors {
+                for watch in table.watches(wd)
+                where watch.subscriber.loop.catchUp?.isDue == true && !watch.subscriber.loop.isEnded {
+                    catchUpBaselines[ObjectIdentifier(watch.subscriber)] = takeCatchUp(watch.subscriber)
+                }
+            }
+        }
+        defer { catchUpBaselines = [:] }
         var moved: [Int32] = []
         // Parents first: a parent's listing moves the nodes of the directories renamed, exchanged
         // or replaced in it, so that each directory is listed at the path it has now, not at one
@@ -896,16 +916,17 @@ final class Router {
     /// after the others (a tree's directory not found at its path on the first pass).
     private func rescanDirectory(_ wd: Int32, afterKernelOverflow: Bool, firstPass: Bool) -> Bool {
         let watches = table.watches(wd).filter { !$0.subscriber.loop.isEnded && $0.subscriber.keepsSnapshot }
-        let catchingUp = watches.filter { $0.subscriber.loop.catchUp?.isDue == true }
+        let catchingUp = watches.filter { catchUpBaselines[ObjectIdentifier($0.subscriber)] != nil }
         let resuming = watches.filter { $0.subscriber.loop.pause?.isDue == true }
-        // A watcher paused and not resuming is among them: what they are told, it drops.
-        let others = watches.filter { $0.subscriber.loop.catchUp == nil && $0.subscriber.loop.pause?.isDue != true }
-        guard let first = watches.first else { return true }
-        guard let directory = known[wd] else {
-            // Never listed (it was unreadable when watching started): the notice stands.
-            for watch in catchingUp { _ = takeCatchUp(watch.subscriber) }
-            return true
+        // A watcher paused and not resuming is among them: what they are told, it drops. One
+        // still owed a catch-up is told nothing here: what it knew is its catch-up's.
+        let others = watches.filter {
+            $0.subscriber.loop.catchUp == nil && catchUpBaselines[ObjectIdentifier($0.subscriber)] == nil
+                && $0.subscriber.loop.pause?.isDue != true
         }
+        guard let first = watches.first else { return true }
+        // Never listed (it was unreadable when watching started): the notice stands.
+        guard let directory = known[wd] else { return true }
         let current: Snapshot
         do {
             current = try listDirectory(first.directory)
@@ -919,7 +940,6 @@ final class Router {
             let gone = error.errno == ENOENT || error.errno == ENOTDIR
             let belowARoot = watches.filter { !($0.node?.isRoot ?? true) }
             if gone && !belowARoot.isEmpty && firstPass { return false }
-            for watch in catchingUp { _ = takeCatchUp(watch.subscriber) }
             let told = afterKernelOverflow ? others + catchingUp : catchingUp
             rescanFailed(error, watches: gone ? told.filter { $0.node?.isRoot ?? true } : told)
             // A resuming watcher's own directory: its batch says the listing failed.
@@ -933,7 +953,7 @@ final class Router {
         // A watcher whose backlog overflowed is told from what it knew then, once its backlog
         // has been delivered; until then its changes stay dropped.
         for watch in catchingUp {
-            let baselines = takeCatchUp(watch.subscriber)
+            let baselines = catchUpBaselines[ObjectIdentifier(watch.subscriber)] ?? [:]
             // A fanotify tree's directory not yet listed when the backlog overflowed: what the
             // watcher was told of it is unknown, and its entries are not news.
             if baselines[wd] == nil, watch.subscriber.loop.tree?.isLazy == true { continue }
@@ -950,8 +970,18 @@ final class Router {
 
     /// Ends a watcher's wait for its catch-up: collects the changes that did not fit when its
     /// backlog overflowed, and returns what it knew of its directories then.
+    ///
+    /// The changes collected in this wake-up, before the listing, are dropped as those of the
+    /// wake-ups before it were (``flushBatches()``): they happened after what the watcher knew,
+    /// so the listing reports what they came to, and delivered too they would come twice.
     private func takeCatchUp(_ subscription: Subscription) -> [Int32: NameTable<KnownDirectory.Known>] {
-        guard let catchUp = subscription.loop.catchUp else { return [:] }
+        guard var catchUp = subscription.loop.catchUp else { return [:] }
+        if !subscription.loop.pending.isEmpty {
+            catchUp.dropped += subscription.loop.pending.count
+            subscription.loop.pending = []
+            // Collected again below: one flush, of the catch-up.
+            dirty.removeAll { $0 === subscription }
+        }
         subscription.loop.catchUp = nil
         subscription.loop.takesAnyBatch = true
         // The notice first: the watcher fell behind, this many changes were held back, and what
