@@ -168,14 +168,7 @@ extension Router {
         _ from: InotifyEvent, _ to: InotifyEvent, firstIsDirectory: Bool, secondIsDirectory: Bool,
         sources: [WatchTable<Subscription>.Watch], targets: [WatchTable<Subscription>.Watch]
     ) {
-        var seen: Set<ObjectIdentifier> = []
-        for watch in sources + targets where !watch.subscriber.loop.isEnded {
-            let subscription = watch.subscriber
-            guard let tree = subscription.loop.tree, seen.insert(ObjectIdentifier(subscription)).inserted else {
-                continue
-            }
-            let source = sources.first { $0.subscriber === subscription }?.node
-            let target = targets.first { $0.subscriber === subscription }?.node
+        forEachTree(of: sources, targets) { subscription, tree, source, target in
             if let source, let target, tree.node(source.wd) === source, tree.node(target.wd) === target {
                 let first = source.child(from.name)
                 let second = target.child(to.name)

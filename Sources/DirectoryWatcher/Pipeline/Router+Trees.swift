@@ -330,9 +330,11 @@ extension Router {
     /// A directory renamed or moved, as each recursive watcher sees it: inside its tree, the node
     /// follows (its watches stay, and the paths below it change with it); out of it, its watches
     /// go; into it, it is watched and its entries reported.
-    func treeMoved(
-        from: InotifyEvent, to: InotifyEvent, sources: [WatchTable<Subscription>.Watch],
-        targets: [WatchTable<Subscription>.Watch]
+    /// Calls `body` once for each recursive watcher of either end of a move, with its tree and
+    /// its nodes of the two directories (nil for an end it does not watch).
+    func forEachTree(
+        of sources: [WatchTable<Subscription>.Watch], _ targets: [WatchTable<Subscription>.Watch],
+        _ body: (Subscription, WatchedTree, TreeNode?, TreeNode?) -> Void
     ) {
         var seen: Set<ObjectIdentifier> = []
         for watch in sources + targets where !watch.subscriber.loop.isEnded {
@@ -340,8 +342,17 @@ extension Router {
             guard let tree = subscription.loop.tree, seen.insert(ObjectIdentifier(subscription)).inserted else {
                 continue
             }
-            let source = sources.first { $0.subscriber === subscription }?.node
-            let target = targets.first { $0.subscriber === subscription }?.node
+            body(
+                subscription, tree, sources.first { $0.subscriber === subscription }?.node,
+                targets.first { $0.subscriber === subscription }?.node)
+        }
+    }
+
+    func treeMoved(
+        from: InotifyEvent, to: InotifyEvent, sources: [WatchTable<Subscription>.Watch],
+        targets: [WatchTable<Subscription>.Watch]
+    ) {
+        forEachTree(of: sources, targets) { subscription, tree, source, target in
             if let source, let target, let moved = source.child(from.name), tree.node(target.wd) === target {
                 move(moved, to: to.name, in: target, of: tree, for: subscription)
             } else if tree.isLazy, let source, target != nil,
@@ -350,7 +361,7 @@ extension Router {
                     ?? false)
             {
                 // Inside a fanotify tree, with no node: nothing of it is followed by name yet.
-                continue
+                return
             } else {
                 // A directory the walk could not reach at its old path (``WatchedTree/unreached``)
                 // is reported as it would have been there.
