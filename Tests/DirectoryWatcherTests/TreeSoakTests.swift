@@ -113,11 +113,13 @@ struct TreeSoak {
             let problems = model.apply(changes, queueLost: overflow, ignoring: fillers?.path)
             if problems.contains(where: { $0.hasPrefix("the watch ended") }) { self.watcher = nil }
             if let report = model.differences(problems) {
+                // The report last as well: a CI log's excerpt shows the end of a failure's message.
                 XCTFail(
                     """
                     \(context): \(report)
                     operations: \(log.suffix(60).joined(separator: "; "))
                     changes: \(changes.filter { !$0.path.description.contains("/filler-") }.suffix(80).map(\.description).joined(separator: "\n"))
+                    \(context): \(report)
                     """)
                 return
             }
