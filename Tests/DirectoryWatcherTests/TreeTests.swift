@@ -556,4 +556,81 @@ class TreeTests: WatchedDirectoryTestCase {
             XCTAssertFalse(watcher.watchedDirectories().contains(path("a/secret/below")))
         }
     }
+
+    /// The unreadable subdirectory made readable: the injection stops, then a `chmod`, which its
+    /// parent's watch reports (`IN_ATTRIB`). It is watched and listed, and what it holds (a file
+    /// made while it was unreadable too) is reported as created, once, as for a directory moved
+    /// in; what is made in it later is reported. A `chmod` that leaves it unreadable says nothing
+    /// more. (Issue 26: after `chmod 755` it was never watched, and nothing below it reported.)
+    func testAnUnreadableSubdirectoryMadeReadableIsWatchedAndWhatItHoldsReported() throws {
+        let refusing = LockedValue(true)
+        let calls = SystemCalls.live.failing(\.openDirectory, errno: EACCES) { path, _ in
+            refusing.get() && String(cString: path).hasSuffix("/secret")
+        }
+        try watchTree(failingAt: "secret", calls: calls) { notices, _ in
+            XCTAssertEqual(notices.map(\.path), [path("a/secret")])
+            directory.touch("a/secret/kept")
+            let attributes = DirectoryChange(.attributesChanged, directory.url("a/secret"), directory: true)
+            XCTAssertEqual(chmod(directory.url("a/secret"), 0o700), 0)
+            XCTAssertEqual(delivered(), [attributes])
+            refusing.set(false)
+            XCTAssertEqual(chmod(directory.url("a/secret"), 0o755), 0)
+            let changes = delivered()
+            XCTAssertEqual(changes.first, attributes)
+            XCTAssertEqual(
+                changes.dropFirst().sorted { $0.path.description < $1.path.description },
+                [
+                    DirectoryChange(.created, directory.url("a/secret/below"), directory: true),
+                    DirectoryChange(.created, directory.url("a/secret/kept")),
+                ])
+            XCTAssertTrue(watcher.watchedDirectories().contains(path("a/secret/below")))
+            directory.touch("a/secret/below/g")
+            XCTAssertEqual(delivered(), [DirectoryChange(.created, directory.url("a/secret/below/g"))])
+        }
+    }
+
+    /// A watched directory made unreadable (injected: what is below it cannot be opened, as
+    /// after `chmod 0` for a user other than root): its watch stays, and its events keep coming.
+    /// A directory made in it meanwhile cannot be watched, and the watcher is told so; once the
+    /// directory is readable again (a `chmod`), that one is watched and what it holds reported,
+    /// once. Through fanotify nothing is refused: the mark sees the new directory, and its file
+    /// comes as its own event.
+    func testADirectoryMadeUnreadableWhileWatchedLosesNothingOnceReadableAgain() throws {
+        mkdir("a")
+        mkdir("a/open")
+        let refusing = LockedValue(false)
+        let calls = SystemCalls.live.failing(\.openDirectory, errno: EACCES) { path, _ in
+            refusing.get() && String(cString: path).contains("/a/open/")
+        }
+        let loop = try EventLoop(system: System(calls))
+        defer { loop.shutdown() }
+        try watchTree(loop: loop)
+        refusing.set(true)
+        // (A fanotify tree reports no subdirectory's own change of attributes: its record names
+        // the directory itself, whose own events its parent would report.)
+        let attributes =
+            usesInotify ? [DirectoryChange(.attributesChanged, directory.url("a/open"), directory: true)] : []
+        XCTAssertEqual(chmod(directory.url("a/open"), 0o700), 0)
+        directory.touch("a/open/f")
+        mkdir("a/open/new")
+        directory.touch("a/open/new/g")
+        var changes = delivered()
+        XCTAssertEqual(
+            changes.filter { $0.kind != .overflow },
+            attributes + [
+                DirectoryChange(.created, directory.url("a/open/f")),
+                DirectoryChange(.created, directory.url("a/open/new"), directory: true),
+            ] + (usesInotify ? [] : [DirectoryChange(.created, directory.url("a/open/new/g"))]))
+        let notices = changes.filter { $0.kind == .overflow }
+        XCTAssertEqual(notices.map(\.path), usesInotify ? [path("a/open/new")] : [])
+        XCTAssertEqual(notices.first?.error?.code, usesInotify ? .permissionDenied : nil)
+        refusing.set(false)
+        XCTAssertEqual(chmod(directory.url("a/open"), 0o755), 0)
+        changes = delivered()
+        XCTAssertEqual(
+            changes, attributes + (usesInotify ? [DirectoryChange(.created, directory.url("a/open/new/g"))] : []))
+        XCTAssertTrue(watcher.watchedDirectories().contains(path("a/open/new")))
+        directory.touch("a/open/new/h")
+        XCTAssertEqual(delivered(), [DirectoryChange(.created, directory.url("a/open/new/h"))])
+    }
 }

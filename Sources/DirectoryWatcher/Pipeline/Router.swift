@@ -703,14 +703,24 @@ final class Router {
         }
         for watch in table.watches(event.wd) where !watch.subscriber.loop.isEnded {
             if watch.subscriber.loop.pause != nil { watch.subscriber.loop.pause?.touched.insert(event.wd) }
-            // A directory inside a tree: what happens to it itself, its parent reports.
-            if event.name.isEmpty, let node = watch.node, !node.isRoot { continue }
+            // A directory inside a tree: what happens to it itself, its parent reports. (Its
+            // attributes changed: what it could not read, it may read now.)
+            if event.name.isEmpty, let node = watch.node, !node.isRoot {
+                if event.has(InotifyMask.attributes) { directoryAttributesChanged(node, for: watch.subscriber) }
+                continue
+            }
             if let change = ChangeTranslation.change(
                 for: event, in: watch.directory, mask: watch.mask, entry: watch.entry)
             {
                 collect(change, for: watch.subscriber)
             }
-            if let node = watch.node, !event.name.isEmpty { treeEvent(event, at: node, for: watch.subscriber) }
+            if let node = watch.node {
+                if !event.name.isEmpty {
+                    treeEvent(event, at: node, for: watch.subscriber)
+                } else if event.has(InotifyMask.attributes) {
+                    directoryAttributesChanged(node, for: watch.subscriber)
+                }
+            }
         }
     }
 

@@ -78,6 +78,10 @@ final class TreeNode {
     /// still holds this directory, or another one since (an exchange, a replacement). An inotify
     /// watch holds the inode, so no other file can have its number while it is watched.
     var inode: UInt64 = 0
+    /// Its subdirectories that could not be opened for want of permission (`EACCES`, `EPERM`),
+    /// by name: the watcher was told so once, and each is tried again when its attributes, or
+    /// this directory's, change (a `chmod` that makes it readable).
+    var refused: Set<[UInt8]> = []
     fileprivate weak var tree: WatchedTree?
     private let rootPath: FileSystemPath?
     private var cachedPath: FileSystemPath?
