@@ -353,6 +353,77 @@ class TreeTests: WatchedDirectoryTestCase {
         }
     }
 
+    /// `ENOSPC` for many directories at once (injected for every directory named `full-N`): four
+    /// at start, 35 of the 70 subdirectories of a tree moved in (a level walked on every core),
+    /// and ten made while the loop is held up, so that their events are read in one wake-up. One
+    /// notice for each, naming one of them, saying how many could not be watched, and how many
+    /// are: as many as ``DirectoryWatcher/watchedDirectories()`` lists then. Through fanotify, no
+    /// notice, and every directory watched. (Issue 26: one notice per directory, 2,053 of them
+    /// under a lowered limit, with counts of directories watched that disagreed.)
+    func testTheWatchLimitReachedForManyDirectoriesAtOnceIsOneNoticeWithOneCount() throws {
+        let calls = SystemCalls.live.failing(\.inotifyAddWatch, errno: ENOSPC) { _, path, _ in
+            var target = [UInt8](repeating: 0, count: Int(PATH_MAX))
+            let length = readlink(path, &target, target.count)
+            guard length > 0 else { return false }
+            return String(decoding: target[..<length], as: UTF8.self).split(separator: "/").last?
+                .hasPrefix("full-") ?? false
+        }
+        let loop = try EventLoop(system: System(calls))
+        defer {
+            watcher?.invalidate()
+            loop.shutdown()
+        }
+        for index in 0..<4 {
+            mkdir("full-\(index)")
+            mkdir("full-\(index)/below")
+        }
+        mkdir("fine")
+        try watchTree(loop: loop)
+        /// The one notice expected of an occasion with `unwatched` directories refused, whose paths
+        /// start with `prefix`.
+        func check(_ changes: [DirectoryChange], unwatched: Int, prefix: String, line: UInt = #line) {
+            let notices = changes.filter { $0.kind == .overflow }
+            guard usesInotify else { return XCTAssertEqual(notices, [], line: line) }
+            XCTAssertEqual(notices.count, 1, "\(notices)", line: line)
+            guard let notice = notices.first else { return }
+            XCTAssertTrue(notice.path.description.hasPrefix(directory.url(prefix)), "\(notice)", line: line)
+            XCTAssertEqual(notice.error?.code, .watchLimitReached, line: line)
+            let message = notice.error?.description ?? ""
+            let watched = watcher.watchedDirectories().count
+            XCTAssertTrue(
+                message.contains(
+                    "this directory and \(unwatched - 1) others of this tree could not be watched; "
+                        + "\(watched) directories of this tree are watched; the limit is "), message, line: line)
+        }
+        check(delivered(), unwatched: 4, prefix: "full-")
+        XCTAssertEqual(watcher.watchedDirectories().count, usesInotify ? 2 : 10)
+
+        let outside = TemporaryDirectory()
+        XCTAssertEqual(Glibc.mkdir(outside.url("m"), 0o755), 0)
+        var expected: Set<FileSystemPath> = []
+        for index in 0..<35 {
+            for name in ["full-\(index)", "fine-\(index)"] {
+                XCTAssertEqual(Glibc.mkdir(outside.url("m/\(name)"), 0o755), 0)
+                outside.touch("m/\(name)/f")
+                expected.insert(path("m/\(name)"))
+                // What is in a directory not watched is not reported.
+                if name.hasPrefix("fine") || !usesInotify { expected.insert(path("m/\(name)/f")) }
+            }
+        }
+        rename(outside.url("m"), directory.url("m"))
+        var changes = delivered()
+        check(changes, unwatched: 35, prefix: "m/full-")
+        XCTAssertEqual(Set(changes.filter { $0.kind == .created }.map(\.path)), expected)
+        XCTAssertEqual(watcher.watchedDirectories().count, usesInotify ? 2 + 1 + 35 : 10 + 1 + 70)
+
+        let staller = try Staller(test: self, loop: loop)
+        for index in 0..<10 { mkdir("m/full-new-\(index)") }
+        staller.resume()
+        changes = delivered()
+        check(changes, unwatched: 10, prefix: "m/full-new-")
+        XCTAssertEqual(changes.filter { $0.kind == .created }.count, 10)
+    }
+
     /// Directories made while the kernel dropped events: the rescan finds them, watches them and
     /// reports what is in them; later changes inside them are seen as they happen.
     func testDirectoriesMadeWhileEventsWereLostAreFoundWatchedAndReported() throws {

@@ -462,22 +462,50 @@ extension Router {
 
     /// A directory of a tree that could not be watched or listed. Gone already: nothing to say
     /// (its parent reports its removal). Otherwise the watcher is told that changes below it
-    /// are not seen, and why.
+    /// are not seen, and why: at once, or for the watch limit, in one notice for every directory
+    /// it kept from being watched until the batch is handed over (``reportUnwatched()``).
     private func treeFailed(_ error: SyscallError, at path: FileSystemPath, for subscription: Subscription) {
         // Gone, or no longer a directory (a link in its place, not followed): its parent's events
         // say so.
         guard error.errno != ENOENT && error.errno != ENOTDIR && error.errno != ELOOP else { return }
-        var detail: String?
         if error.errno == ENOSPC, let tree = subscription.loop.tree {
-            let limit = table.system.watchLimit().map { "the limit is \($0) watches for this user" }
-            detail =
-                "\(tree.count) directories of this tree are watched; " + (limit ?? "the limit could not be read")
-                + ", shared by every program of the user"
+            if tree.unwatched == nil {
+                tree.unwatched = (error, path, 0)
+                unwatchedTrees.append(subscription)
+            }
+            tree.unwatched?.count += 1
+            return
         }
         collect(
             DirectoryChange(
                 kind: .overflow, path: path, isDirectory: true,
-                error: DirectoryWatcherError(error, path: path.description, detail: detail)), for: subscription)
+                error: DirectoryWatcherError(error, path: path.description)), for: subscription)
+    }
+
+    /// Tells each tree whose directories could not be watched for the watch limit since it was
+    /// last told, in one notice: the first of them, how many, how many of its directories are
+    /// watched (as ``DirectoryWatcher/watchedDirectories()`` counts them then), and the limit.
+    /// Once per batch: a walk, the events of a wake-up (many directories made at once), a rescan.
+    func reportUnwatched() {
+        let trees = unwatchedTrees
+        unwatchedTrees = []
+        for subscription in trees {
+            guard let tree = subscription.loop.tree, let unwatched = tree.unwatched else { continue }
+            tree.unwatched = nil
+            guard !subscription.loop.isEnded else { continue }
+            let others =
+                unwatched.count > 1
+                ? "this directory and \(unwatched.count - 1) others of this tree could not be watched; " : ""
+            let limit = table.system.watchLimit().map { "the limit is \($0) watches for this user" }
+            let detail =
+                others + "\(tree.count) directories of this tree are watched; "
+                + (limit ?? "the limit could not be read") + ", shared by every program of the user"
+            collect(
+                DirectoryChange(
+                    kind: .overflow, path: unwatched.first, isDirectory: true,
+                    error: DirectoryWatcherError(unwatched.error, path: unwatched.first.description, detail: detail)),
+                for: subscription)
+        }
     }
 }
 

@@ -69,6 +69,9 @@ final class Router {
     @exclusivity(unchecked) private(set) var now: UInt64 = 0
     /// Barriers that were in flight when the queue overflowed: they complete after the rescan.
     @exclusivity(unchecked) private var barriersAfterRescan: [BarrierRequest] = []
+    /// Trees with directories that could not be watched for the watch limit since the batches
+    /// were last handed over (``WatchedTree/unwatched``): each is told in one notice.
+    @exclusivity(unchecked) var unwatchedTrees: [Subscription] = []
     /// Directories the router has just listed: their own open, read and close of the directory
     /// come back as events on it, which are the router's echo, not a watcher's change.
     @exclusivity(unchecked) private var listingEchoes: Set<Int32> = []
@@ -1130,6 +1133,7 @@ final class Router {
     }
 
     private func flushBatches() {
+        if !unwatchedTrees.isEmpty { reportUnwatched() }
         for subscription in dirty {
             // Owed a catch-up: its changes until then are what the catch-up will report.
             if subscription.loop.catchUp != nil && !subscription.loop.endsWithBatch {

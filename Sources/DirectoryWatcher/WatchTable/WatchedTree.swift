@@ -17,6 +17,10 @@ final class WatchedTree {
     /// a directory without a node is still seen): a directory renamed inside the tree with no
     /// node has nothing to follow, and is no news of its entries.
     var isLazy = false
+    /// The directories that could not be watched for the watch limit (`ENOSPC`) since the
+    /// watcher was last told: the error and the first one's path, and how many. The router tells
+    /// it once, in one notice, before the batch is handed over (``Router/reportUnwatched()``).
+    var unwatched: (error: SyscallError, first: FileSystemPath, count: Int)?
     /// A lazy tree's directories whose listing after readiness found them gone from their path
     /// (an ancestor renamed meanwhile): listed again after the next rename inside the tree.
     var unlisted: [TreeNode] = []
