@@ -65,8 +65,8 @@ public struct DirectoryWatcherError: Error, Hashable, Sendable, CustomStringConv
     /// The `errno` value behind the error; nil for ``Code/emptyPath`` and ``Code/notAnEntry``.
     public let errno: Int32?
     /// What else the library knows of the failure, in words: for the watch limit reached
-    /// part-way through a tree, how many of its directories are watched and what the limit is.
-    /// Part of ``reason``.
+    /// part-way through a tree, how many of its directories could not be watched with this one
+    /// (when others could not), how many are watched, and what the limit is. Part of ``reason``.
     public let detail: String?
 
     public init(code: Code, path: String, function: String? = nil, errno: Int32? = nil, detail: String? = nil) {

@@ -18,6 +18,9 @@ extension Router {
         /// The directory's inode as its parent's listing gave it; 0 when not listed (a directory
         /// an event brought), then read from the directory itself.
         var inode: UInt64 = 0
+        /// A directory refused before (``TreeNode/refused``) tried again: refused again, it is
+        /// not reported again.
+        var retrying = false
     }
 
     /// What watching and listing one directory gave: all that can be made off the loop's
@@ -202,9 +205,15 @@ extension Router {
                 // still to come, and the directory is tried again at its new path after it.
                 tree.unreached.append((step.parent, step.name, reporting, foundByRescan))
             }
+            if failure.errno == EACCES || failure.errno == EPERM {
+                // Tried again when its attributes change; still refused, it was said already.
+                step.parent.refused.insert(step.name)
+                if step.retrying { return nil }
+            }
             treeFailed(failure, at: step.path, for: subscription)
             return nil
         }
+        if !step.parent.refused.isEmpty { step.parent.refused.remove(step.name) }
         if let existing = tree.node(result.wd) {
             table.insert(subscription, wd: result.wd, directory: step.path, mask: subscription.mask, node: existing)
             if !step.throughLink, !existing.isRoot, !step.parent.isInside(existing) {
@@ -276,12 +285,15 @@ extension Router {
 
     /// A directory appeared in (created, moved in) or left (removed, moved out) the tree
     /// directory `node` of `subscription`.
+    /// `retrying`: a directory refused before (``TreeNode/refused``), tried again.
     func treeChanged(
         _ name: ArraySlice<UInt8>, at node: TreeNode, appeared: Bool, for subscription: Subscription,
-        foundByRescan: Bool, throughLink: Bool = false, reporting: Bool = true
+        foundByRescan: Bool, throughLink: Bool = false, reporting: Bool = true, retrying: Bool = false
     ) {
         guard let tree = subscription.loop.tree, tree.node(node.wd) === node else { return }
         if !tree.unreached.isEmpty { tree.unreached.removeAll { $0.parent === node && $0.name[...] == name } }
+        // Gone, or another directory by that name: what was said of the refused one is said.
+        if !retrying, !node.refused.isEmpty { node.refused.remove(Array(name)) }
         if appeared {
             if tree.isLazy, let early = node.child(name) {
                 // Met before the event that brought it (the listing after readiness, or an event
@@ -293,7 +305,8 @@ extension Router {
             let path = node.path.appending(bytes: name)
             if let exclusions = subscription.exclusions, exclusions.excludes(path, under: subscription.root) { return }
             if tree.isLazy, created(name, at: node, of: tree, for: subscription) { return }
-            let step = WalkStep(parent: node, name: Array(name), path: path, throughLink: throughLink)
+            var step = WalkStep(parent: node, name: Array(name), path: path, throughLink: throughLink)
+            step.retrying = retrying
             let result = walker(for: subscription, reporting: reporting)(step)
             guard
                 let child = adopt(
@@ -316,14 +329,50 @@ extension Router {
     func treeEvent(_ event: InotifyEvent, at node: TreeNode, for subscription: Subscription) {
         let appeared = event.has(InotifyMask.create | InotifyMask.movedTo)
         if event.has(InotifyMask.isDirectory) {
-            // Opened, listed, its attributes changed: still there, still watched.
-            guard appeared || event.has(InotifyMask.delete | InotifyMask.movedFrom) else { return }
+            // Opened, listed, its attributes changed: still there, still watched. Its attributes
+            // changed, it may be readable now.
+            guard appeared || event.has(InotifyMask.delete | InotifyMask.movedFrom) else {
+                if event.has(InotifyMask.attributes) { treeAttributesChanged(event.name, at: node, for: subscription) }
+                return
+            }
             treeChanged(event.name, at: node, appeared: appeared, for: subscription, foundByRescan: false)
         } else if !appeared, !node.children.isEmpty, event.has(InotifyMask.delete | InotifyMask.movedFrom) {
             treeChanged(event.name, at: node, appeared: false, for: subscription, foundByRescan: false)
         } else if appeared, subscription.followsLinks {
             treeChanged(
                 event.name, at: node, appeared: true, for: subscription, foundByRescan: false, throughLink: true)
+        }
+    }
+
+    /// The attributes of the directory `name` of the tree directory `node` changed (its parent's
+    /// `IN_ATTRIB`): refused for want of permission, it is tried again, and once readable,
+    /// watched and listed, and what it holds reported as created, as for a directory moved in.
+    func treeAttributesChanged(_ name: ArraySlice<UInt8>, at node: TreeNode, for subscription: Subscription) {
+        guard let tree = subscription.loop.tree, tree.node(node.wd) === node else { return }
+        if let child = node.child(name) {
+            directoryAttributesChanged(child, for: subscription)
+        } else if !node.refused.isEmpty, node.refused.contains(Array(name)) {
+            treeChanged(name, at: node, appeared: true, for: subscription, foundByRescan: false, retrying: true)
+        }
+    }
+
+    /// The attributes of the tree directory `node` itself changed (its own event, or its
+    /// parent's): the subdirectories it refused are tried again, and a fanotify tree's directory
+    /// that its listing could not read (nothing was said of it: its events are seen all the same)
+    /// is listed again, for exact recovery after an overflow.
+    func directoryAttributesChanged(_ node: TreeNode, for subscription: Subscription) {
+        guard let tree = subscription.loop.tree, tree.node(node.wd) === node else { return }
+        if tree.isLazy, let parent = node.parent, parent.refused.contains(node.name) {
+            // A fanotify tree's refused directory, given a node by the handle of its own event.
+            treeChanged(
+                node.name[...], at: parent, appeared: true, for: subscription, foundByRescan: false, retrying: true)
+            return
+        }
+        for name in node.refused {
+            treeChanged(name[...], at: node, appeared: true, for: subscription, foundByRescan: false, retrying: true)
+        }
+        if tree.isLazy, known[node.wd] == nil, !snapshotQueue.contains(where: { $0.node === node }) {
+            snapshotQueue.append((subscription, node))
         }
     }
 
@@ -413,22 +462,50 @@ extension Router {
 
     /// A directory of a tree that could not be watched or listed. Gone already: nothing to say
     /// (its parent reports its removal). Otherwise the watcher is told that changes below it
-    /// are not seen, and why.
+    /// are not seen, and why: at once, or for the watch limit, in one notice for every directory
+    /// it kept from being watched until the batch is handed over (``reportUnwatched()``).
     private func treeFailed(_ error: SyscallError, at path: FileSystemPath, for subscription: Subscription) {
         // Gone, or no longer a directory (a link in its place, not followed): its parent's events
         // say so.
         guard error.errno != ENOENT && error.errno != ENOTDIR && error.errno != ELOOP else { return }
-        var detail: String?
         if error.errno == ENOSPC, let tree = subscription.loop.tree {
-            let limit = table.system.watchLimit().map { "the limit is \($0) watches for this user" }
-            detail =
-                "\(tree.count) directories of this tree are watched; " + (limit ?? "the limit could not be read")
-                + ", shared by every program of the user"
+            if tree.unwatched == nil {
+                tree.unwatched = (error, path, 0)
+                unwatchedTrees.append(subscription)
+            }
+            tree.unwatched?.count += 1
+            return
         }
         collect(
             DirectoryChange(
                 kind: .overflow, path: path, isDirectory: true,
-                error: DirectoryWatcherError(error, path: path.description, detail: detail)), for: subscription)
+                error: DirectoryWatcherError(error, path: path.description)), for: subscription)
+    }
+
+    /// Tells each tree whose directories could not be watched for the watch limit since it was
+    /// last told, in one notice: the first of them, how many, how many of its directories are
+    /// watched (as ``DirectoryWatcher/watchedDirectories()`` counts them then), and the limit.
+    /// Once per batch: a walk, the events of a wake-up (many directories made at once), a rescan.
+    func reportUnwatched() {
+        let trees = unwatchedTrees
+        unwatchedTrees = []
+        for subscription in trees {
+            guard let tree = subscription.loop.tree, let unwatched = tree.unwatched else { continue }
+            tree.unwatched = nil
+            guard !subscription.loop.isEnded else { continue }
+            let others =
+                unwatched.count > 1
+                ? "this directory and \(unwatched.count - 1) others of this tree could not be watched; " : ""
+            let limit = table.system.watchLimit().map { "the limit is \($0) watches for this user" }
+            let detail =
+                others + "\(tree.count) directories of this tree are watched; "
+                + (limit ?? "the limit could not be read") + ", shared by every program of the user"
+            collect(
+                DirectoryChange(
+                    kind: .overflow, path: unwatched.first, isDirectory: true,
+                    error: DirectoryWatcherError(unwatched.error, path: unwatched.first.description, detail: detail)),
+                for: subscription)
+        }
     }
 }
 

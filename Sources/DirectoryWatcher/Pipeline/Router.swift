@@ -69,6 +69,9 @@ final class Router {
     @exclusivity(unchecked) private(set) var now: UInt64 = 0
     /// Barriers that were in flight when the queue overflowed: they complete after the rescan.
     @exclusivity(unchecked) private var barriersAfterRescan: [BarrierRequest] = []
+    /// Trees with directories that could not be watched for the watch limit since the batches
+    /// were last handed over (``WatchedTree/unwatched``): each is told in one notice.
+    @exclusivity(unchecked) var unwatchedTrees: [Subscription] = []
     /// Directories the router has just listed: their own open, read and close of the directory
     /// come back as events on it, which are the router's echo, not a watcher's change.
     @exclusivity(unchecked) private var listingEchoes: Set<Int32> = []
@@ -703,14 +706,24 @@ final class Router {
         }
         for watch in table.watches(event.wd) where !watch.subscriber.loop.isEnded {
             if watch.subscriber.loop.pause != nil { watch.subscriber.loop.pause?.touched.insert(event.wd) }
-            // A directory inside a tree: what happens to it itself, its parent reports.
-            if event.name.isEmpty, let node = watch.node, !node.isRoot { continue }
+            // A directory inside a tree: what happens to it itself, its parent reports. (Its
+            // attributes changed: what it could not read, it may read now.)
+            if event.name.isEmpty, let node = watch.node, !node.isRoot {
+                if event.has(InotifyMask.attributes) { directoryAttributesChanged(node, for: watch.subscriber) }
+                continue
+            }
             if let change = ChangeTranslation.change(
                 for: event, in: watch.directory, mask: watch.mask, entry: watch.entry)
             {
                 collect(change, for: watch.subscriber)
             }
-            if let node = watch.node, !event.name.isEmpty { treeEvent(event, at: node, for: watch.subscriber) }
+            if let node = watch.node {
+                if !event.name.isEmpty {
+                    treeEvent(event, at: node, for: watch.subscriber)
+                } else if event.has(InotifyMask.attributes) {
+                    directoryAttributesChanged(node, for: watch.subscriber)
+                }
+            }
         }
     }
 
@@ -1120,6 +1133,7 @@ final class Router {
     }
 
     private func flushBatches() {
+        if !unwatchedTrees.isEmpty { reportUnwatched() }
         for subscription in dirty {
             // Owed a catch-up: its changes until then are what the catch-up will report.
             if subscription.loop.catchUp != nil && !subscription.loop.endsWithBatch {

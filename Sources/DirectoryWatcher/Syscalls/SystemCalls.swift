@@ -435,10 +435,20 @@ struct System: Sendable {
         }
     }
 
-    /// The per-user limit on inotify watches (`fs.inotify.max_user_watches`), read from `/proc`;
-    /// nil when it cannot be read. For messages: a tree that reaches it says how far it got.
+    /// The per-user limit on inotify watches, read from `/proc`; nil when it cannot be read. For
+    /// messages: a tree that reaches it says how far it got. The lower of the machine's
+    /// (`fs.inotify.max_user_watches`) and the user namespace's (`user.max_inotify_watches`,
+    /// which a container or `unshare --user` may lower, and which the kernel checks too); in the
+    /// first namespace the two are one setting.
     func watchLimit() -> Int? {
-        let file = FileSystemPath("/proc/sys/fs/inotify/max_user_watches")
+        let limits = ["/proc/sys/fs/inotify/max_user_watches", "/proc/sys/user/max_inotify_watches"].compactMap {
+            readNumber(FileSystemPath($0))
+        }
+        return limits.min()
+    }
+
+    /// The decimal number a `/proc` file starts with; nil when it cannot be read.
+    private func readNumber(_ file: FileSystemPath) -> Int? {
         guard
             let fd = try? file.withCString({ pointer throws(SyscallError) in
                 try retrying("open") { calls.openFile(pointer) }

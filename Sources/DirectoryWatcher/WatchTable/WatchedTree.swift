@@ -17,6 +17,10 @@ final class WatchedTree {
     /// a directory without a node is still seen): a directory renamed inside the tree with no
     /// node has nothing to follow, and is no news of its entries.
     var isLazy = false
+    /// The directories that could not be watched for the watch limit (`ENOSPC`) since the
+    /// watcher was last told: the error and the first one's path, and how many. The router tells
+    /// it once, in one notice, before the batch is handed over (``Router/reportUnwatched()``).
+    var unwatched: (error: SyscallError, first: FileSystemPath, count: Int)?
     /// A lazy tree's directories whose listing after readiness found them gone from their path
     /// (an ancestor renamed meanwhile): listed again after the next rename inside the tree.
     var unlisted: [TreeNode] = []
@@ -78,6 +82,10 @@ final class TreeNode {
     /// still holds this directory, or another one since (an exchange, a replacement). An inotify
     /// watch holds the inode, so no other file can have its number while it is watched.
     var inode: UInt64 = 0
+    /// Its subdirectories that could not be opened for want of permission (`EACCES`, `EPERM`),
+    /// by name: the watcher was told so once, and each is tried again when its attributes, or
+    /// this directory's, change (a `chmod` that makes it readable).
+    var refused: Set<[UInt8]> = []
     fileprivate weak var tree: WatchedTree?
     private let rootPath: FileSystemPath?
     private var cachedPath: FileSystemPath?
