@@ -4,9 +4,17 @@ import XCTest
 @testable import DirectoryWatcher
 
 /// The async sequence: order, ending, buffering, a consumer that falls behind, cancelling. The
-/// long runs (100,000 files at each buffer limit) are in ``AsyncSequenceStressTests``.
+/// long runs (100,000 files at each buffer limit, more cancelled iterations) are in
+/// ``AsyncSequenceStressTests``.
 class AsyncSequenceTests: WatchedDirectoryTestCase {
     var scale: Scale { .fast }
+
+    /// A sequence's end never waits for its loop's threads (a Dispatch worker joins them): the
+    /// next test starts once they have exited.
+    override func tearDown() {
+        SharedEventLoop.waitUntilStopped()
+        super.tearDown()
+    }
 
     func testChangesArriveInOrderAndEndWithTheDirectory() async throws {
         let changes = try DirectoryWatcher.changes(path: directory.path)
@@ -62,6 +70,8 @@ class AsyncSequenceTests: WatchedDirectoryTestCase {
         await fulfillment(of: [firstSeen], timeout: 10)
         consumer.cancel()
         _ = await consumer.value
+        // The loop's threads are joined by a Dispatch worker: the cancel never waits for them.
+        SharedEventLoop.waitUntilStopped()
         XCTAssertEqual(ProcessResources.loopThreads(), 0, "the sequence's watcher was the only one")
         XCTAssertLessThanOrEqual(ProcessResources.kernelWatches(), watchesBefore)
     }
@@ -72,6 +82,7 @@ class AsyncSequenceTests: WatchedDirectoryTestCase {
             XCTAssertEqual(ProcessResources.loopThreads(), 1)
             _ = changes
         }
+        SharedEventLoop.waitUntilStopped()
         XCTAssertEqual(ProcessResources.loopThreads(), 0)
     }
 
@@ -296,6 +307,76 @@ class AsyncSequenceTests: WatchedDirectoryTestCase {
         }
     }
 
+    // MARK: - Cancelling
+
+    /// 3 iterations (10 in the stress suite), each cancelled while a writer makes and removes
+    /// files without a pause and the consumer, taking one change for every four files made and
+    /// removed, is thousands of changes behind: the loop ends within 50 ms of the cancel (the
+    /// median; every one within a second), handing out at most the change it was taking when the
+    /// cancel came, and the watches are released (before the fix: hundreds of milliseconds, and
+    /// hundreds to thousands of buffered changes handed out after the cancel).
+    func testACancelledIterationEndsAtOnceUnderANonstopWriter() async throws {
+        let rounds = scale == .stress ? 10 : 3
+        var latencies: [Duration] = []
+        for _ in 0..<rounds {
+            let (latency, afterCancel) = try await cancelUnderANonstopWriter()
+            XCTAssertLessThanOrEqual(afterCancel, 1, "changes handed out after the cancel")
+            XCTAssertLessThan(latency, .seconds(1))
+            latencies.append(latency)
+        }
+        let median = latencies.sorted()[latencies.count / 2]
+        XCTAssertLessThan(median, .milliseconds(50), "from the cancel to the loop's end: \(latencies)")
+        // The loop's threads are joined by a Dispatch worker: the cancel never waits for them.
+        SharedEventLoop.waitUntilStopped()
+        XCTAssertEqual(ProcessResources.loopThreads(), 0, "every cancelled sequence released its watch")
+    }
+
+    /// One cancelled iteration: how long from the cancel to the end of the loop, and how many
+    /// changes the loop got after the cancel.
+    private func cancelUnderANonstopWriter() async throws -> (Duration, Int) {
+        let parent = FileManager.default.fileExists(atPath: "/dev/shm") ? "/dev/shm/" : NSTemporaryDirectory()
+        let directory = TemporaryDirectory(in: parent)
+        let changes = try DirectoryWatcher.changes(path: directory.path)
+        let progress = WriterProgress()
+        let stop = LockedValue(false)
+        let writerDone = expectation(description: "the writer stopped")
+        Thread {
+            var index = 0
+            while !stop.get() {
+                let name = "f-\(index % 1_000)"
+                directory.touch(name)
+                unlink(directory.url(name))
+                index += 1
+                if index % 64 == 0 { progress.advance(to: index) }
+            }
+            progress.finish()
+            writerDone.fulfill()
+        }.start()
+
+        let clock = ContinuousClock()
+        let cancelledAt = LockedValue<ContinuousClock.Instant?>(nil)
+        let behind = expectation(description: "the consumer is behind")
+        let consumer = Task { () -> (ContinuousClock.Instant, Int) in
+            var taken = 0
+            var afterCancel = 0
+            for await _ in changes {
+                if cancelledAt.get() != nil { afterCancel += 1 }
+                taken += 1
+                // 500 changes taken: the writer has made 2,000 files and removed them, 4,000
+                // changes, and thousands wait in the buffer.
+                if taken == 500 { behind.fulfill() }
+                await progress.reached(taken * 4)
+            }
+            return (clock.now, afterCancel)
+        }
+        await fulfillment(of: [behind], timeout: 180)
+        cancelledAt.set(clock.now)
+        consumer.cancel()
+        let (ended, afterCancel) = await consumer.value
+        stop.set(true)
+        await fulfillment(of: [writerDone], timeout: 180)
+        return (ended - cancelledAt.get()!, afterCancel)
+    }
 }
 
 /// How far a writer thread has got: a consumer paces itself by it, waiting for the writer's

@@ -213,6 +213,9 @@ final class LoopThreads: @unchecked Sendable {
         joined.open()
     }
 
+    /// Whether ``joinAll()`` has returned.
+    var isJoined: Bool { joined.isOpened }
+
     /// Returns once ``joinAll()`` has returned.
     func waitUntilJoined() {
         joined.wait()

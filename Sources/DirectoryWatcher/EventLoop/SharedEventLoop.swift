@@ -10,8 +10,9 @@ enum SharedEventLoop {
         let lock = Lock()
         var loop: EventLoop?
         var users = 0
-        /// The loop most recently stopped, for ``waitUntilStopped()``.
-        var stopped: EventLoop?
+        /// The loops stopped and perhaps still exiting, for ``waitUntilStopped()``: those whose
+        /// threads a Dispatch worker joins may exit after a later one.
+        var stopped: [EventLoop] = []
     }
 
     private static let state = State()
@@ -31,24 +32,31 @@ enum SharedEventLoop {
         }
     }
 
-    static func release() {
+    /// Lets go of the loop; the last user stops it, and joins its threads when `waiting` (see
+    /// ``EventLoop/shutdown(waiting:)``).
+    static func release(waiting: Bool = true) {
         let last = state.lock.withLock { () -> EventLoop? in
             state.users -= 1
             guard state.users == 0 else { return nil }
             defer { state.loop = nil }
-            state.stopped = state.loop
+            state.stopped.removeAll { $0.hasExited }
+            if let loop = state.loop { state.stopped.append(loop) }
             return state.loop
         }
         // Outside the lock: joining the thread can take a moment, and a new watcher may start a
         // new loop meanwhile.
-        last?.shutdown()
+        last?.shutdown(waiting: waiting)
     }
 
-    /// Returns once the most recently stopped loop has closed its descriptors. A loop stopped
-    /// from its own thread (the last watcher invalidated in a callback delivered there) is
-    /// detached rather than joined; tests that count descriptors afterwards wait here.
+    /// Returns once every loop stopped so far has closed its descriptors and its threads have
+    /// been joined. A loop stopped from its own thread (the last watcher invalidated in a
+    /// callback delivered there), or by an async sequence's end, is joined by a Dispatch worker
+    /// rather than by the thread that stopped it; tests that count descriptors afterwards wait
+    /// here.
     static func waitUntilStopped() {
-        state.lock.withLock { state.stopped }?.waitUntilExited()
+        let loops = state.lock.withLock { state.stopped }
+        for loop in loops { loop.waitUntilExited() }
+        state.lock.withLock { state.stopped.removeAll { $0.hasExited } }
     }
 }
 
@@ -70,9 +78,11 @@ final class LoopLease: Sendable {
         self.isShared = false
     }
 
-    func release() {
+    /// Lets go of the loop, once; `waiting` false leaves the joining of a stopped loop's threads
+    /// to a Dispatch worker.
+    func release(waiting: Bool = true) {
         guard !released.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        if isShared { SharedEventLoop.release() }
+        if isShared { SharedEventLoop.release(waiting: waiting) }
         done.open()
     }
 

@@ -87,6 +87,9 @@ final class TaskInbox: @unchecked Sendable {
         exited.wait()
     }
 
+    /// Whether the leader has closed the descriptors (a look that never waits).
+    var hasExited: Bool { exited.isOpened }
+
     /// A loop that failed to start.
     func closeUnstarted() {
         lock.withLock { life = .closed }
@@ -124,10 +127,11 @@ extension EventLoop {
 
     /// Stops the loop, whose leader closes the descriptors. Returns once its threads have exited,
     /// except on one of them (the last watcher invalidated inside a callback), which cannot wait
-    /// for itself: a Dispatch worker joins them instead. Later calls return at once.
-    func shutdown() {
+    /// for itself, or when not `waiting` (an async sequence's end, which must not wait for the
+    /// wake-up in progress): a Dispatch worker joins them instead. Later calls return at once.
+    func shutdown(waiting: Bool = true) {
         guard inbox.stop({ loop in loop.running = false }) else { return }
-        if threads.isMember {
+        if threads.isMember || !waiting {
             DispatchQueue.global().async { [self] in
                 inbox.waitUntilExited()
                 threads.joinAll()
@@ -150,6 +154,9 @@ extension EventLoop {
         inbox.waitUntilExited()
         threads.waitUntilJoined()
     }
+
+    /// Whether ``waitUntilExited()`` would return at once.
+    var hasExited: Bool { inbox.hasExited && threads.isJoined }
 }
 
 /// Carries a task's result back to the thread waiting for it.

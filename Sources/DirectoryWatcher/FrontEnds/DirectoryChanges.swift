@@ -11,8 +11,10 @@ import Dispatch
 ///
 /// The sequence owns its watcher: the watch lasts while the sequence or an iterator of it exists,
 /// and ends when the loop ends, its task is cancelled, or the sequence is dropped. Ending it never
-/// waits for a delivery in progress, so cancelling the iterating task returns at once even while
-/// changes are flowing.
+/// waits, neither for a delivery in progress nor for the loop's thread to exit (when this was the
+/// process's last watcher, a Dispatch worker joins it a moment later). So cancelling the iterating
+/// task ends the iteration at once even while changes are flowing: the call to `next()` in
+/// progress, or the next one, returns nil, and the changes still buffered are dropped.
 ///
 /// ## Buffering
 ///
@@ -44,30 +46,46 @@ public struct DirectoryChanges: AsyncSequence, Sendable {
     private let stream: AsyncStream<DirectoryChange>
     /// Tells the watcher that the consumer took changes: the buffer is drained by the consumer.
     private let taken: @Sendable (Int) -> Void
+    /// Ends the stream, and with it the watch (an iteration whose task was cancelled).
+    private let end: @Sendable () -> Void
 
     init(
         path: FileSystemPath, bufferLimit: Int, stream: AsyncStream<DirectoryChange>,
-        taken: @escaping @Sendable (Int) -> Void
+        taken: @escaping @Sendable (Int) -> Void, end: @escaping @Sendable () -> Void
     ) {
         self.path = path
         self.bufferLimit = bufferLimit
         self.stream = stream
         self.taken = taken
+        self.end = end
     }
 
     public struct AsyncIterator: AsyncIteratorProtocol {
         var base: AsyncStream<DirectoryChange>.Iterator
         let taken: @Sendable (Int) -> Void
+        let end: @Sendable () -> Void
+        /// Cancelled: nil from here on, whatever the stream still holds.
+        var isEnded = false
 
+        /// The next change, or nil once the watch has ended or the iterating task is cancelled.
+        /// A stream hands out what it holds before it tells a cancelled consumer it has ended;
+        /// this does not: the changes still buffered when the task is cancelled are dropped.
         public mutating func next() async -> DirectoryChange? {
-            guard let change = await base.next() else { return nil }
+            guard !isEnded else { return nil }
+            guard !Task.isCancelled, let change = await base.next(), !Task.isCancelled else {
+                if Task.isCancelled {
+                    isEnded = true
+                    end()
+                }
+                return nil
+            }
             taken(1)
             return change
         }
     }
 
     public func makeAsyncIterator() -> AsyncIterator {
-        AsyncIterator(base: stream.makeAsyncIterator(), taken: taken)
+        AsyncIterator(base: stream.makeAsyncIterator(), taken: taken, end: end)
     }
 }
 
@@ -110,15 +128,16 @@ extension DirectoryWatcher {
         let subscription = watcher.currentSubscription
         // Holds the watcher and its (weakly held) delegate until the sequence ends: finished,
         // cancelled, or dropped (AsyncStream cancels when its last copy and iterator go away).
-        // Never waits for a delivery in progress: the runtime calls this while holding the
-        // cancelled task's lock, which that delivery's `yield` may be waiting for. A batch still
-        // being yielded goes into a finished stream, where it is dropped.
+        // Never waits, for a delivery in progress or for the loop's threads: the runtime calls
+        // this while holding the cancelled task's lock, which that delivery's `yield` may be
+        // waiting for, and a cancelled iteration returns at once. A batch still being yielded
+        // goes into a finished stream, where it is dropped.
         continuation.onTermination = { _ in
             withExtendedLifetime(delegate) { watcher.invalidate(waiting: false) }
         }
         return DirectoryChanges(
             path: watcher.path, bufferLimit: bufferLimit, stream: stream,
-            taken: { count in subscription?.acknowledge(count) })
+            taken: { count in subscription?.acknowledge(count) }, end: { continuation.finish() })
     }
 }
 

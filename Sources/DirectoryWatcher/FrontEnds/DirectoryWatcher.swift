@@ -627,13 +627,14 @@ public final class DirectoryWatcher: @unchecked Sendable {
         return wasWatching
     }
 
-    /// Closes a session's gate, takes it off the loop and lets go of the loop.
+    /// Closes a session's gate, takes it off the loop and lets go of the loop; not `waiting`,
+    /// it waits neither for a callback in progress nor for a stopped loop's threads to exit.
     private func end(_ session: Session, waiting: Bool) {
         guard session.subscription.gate.close(waiting: waiting) else { return }
         session.lease.loop.execute { [subscription = session.subscription] loop in
             loop.router.unsubscribe(subscription)
         }
-        session.lease.release()
+        session.lease.release(waiting: waiting)
     }
 
     /// The current start's subscription (an async sequence acknowledges what its consumer took).
@@ -758,8 +759,10 @@ public final class DirectoryWatcher: @unchecked Sendable {
         invalidate(waiting: true)
     }
 
-    /// Stops watching; `waiting` false never waits for a callback in progress (an async
-    /// sequence's termination runs while Swift's runtime holds a lock that a delivery needs).
+    /// Stops watching; `waiting` false never waits, neither for a callback in progress nor, when
+    /// this was the loop's last watcher, for the loop's wake-up in progress to end and its threads
+    /// to exit (a Dispatch worker joins them): an async sequence's termination runs while Swift's
+    /// runtime holds a lock that a delivery needs, and a cancelled iteration returns at once.
     func invalidate(waiting: Bool) {
         stop(waiting: waiting, forGood: true)
     }

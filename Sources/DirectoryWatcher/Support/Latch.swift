@@ -12,6 +12,9 @@ final class Latch: @unchecked Sendable {
         }
     }
 
+    /// Whether ``open()`` has been called (a look that never waits).
+    var isOpened: Bool { lock.withLock { isOpen } }
+
     func wait() {
         lock.withLock {
             while !isOpen { lock.wait() }

@@ -1,7 +1,7 @@
 import XCTest
 
 /// ``AsyncSequenceTests`` at full size: 100,000 files made while a slow consumer falls behind, at
-/// each buffer limit and in trees.
+/// each buffer limit and in trees, and ten cancelled iterations.
 final class AsyncSequenceStressTests: AsyncSequenceTests {
     override var scale: Scale { .stress }
 
@@ -38,5 +38,10 @@ final class AsyncSequenceStressTests: AsyncSequenceTests {
     /// 100,000 files in two directories of a fanotify tree.
     override func testASlowConsumerOfAFanotifyTreeGetsEachChangeOnce() async throws {
         try await super.testASlowConsumerOfAFanotifyTreeGetsEachChangeOnce()
+    }
+
+    /// Ten iterations.
+    override func testACancelledIterationEndsAtOnceUnderANonstopWriter() async throws {
+        try await super.testACancelledIterationEndsAtOnceUnderANonstopWriter()
     }
 }
