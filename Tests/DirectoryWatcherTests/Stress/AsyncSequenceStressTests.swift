@@ -1,7 +1,7 @@
 import XCTest
 
 /// ``AsyncSequenceTests`` at full size: 100,000 files made while a slow consumer falls behind, at
-/// each buffer limit and in trees, and ten cancelled iterations.
+/// each buffer limit (20,000 in trees), and ten cancelled iterations.
 final class AsyncSequenceStressTests: AsyncSequenceTests {
     override var scale: Scale { .stress }
 
@@ -30,12 +30,12 @@ final class AsyncSequenceStressTests: AsyncSequenceTests {
         try await super.testASlowConsumerGetsEachChangeOnceWithTheDefaultBuffer()
     }
 
-    /// 100,000 files in two directories of an inotify tree.
+    /// 20,000 files in two directories of an inotify tree.
     override func testASlowConsumerOfAnInotifyTreeGetsEachChangeOnce() async throws {
         try await super.testASlowConsumerOfAnInotifyTreeGetsEachChangeOnce()
     }
 
-    /// 100,000 files in two directories of a fanotify tree.
+    /// 20,000 files in two directories of a fanotify tree.
     override func testASlowConsumerOfAFanotifyTreeGetsEachChangeOnce() async throws {
         try await super.testASlowConsumerOfAFanotifyTreeGetsEachChangeOnce()
     }
