@@ -131,6 +131,13 @@ final class Router {
     @exclusivity(unchecked) var snapshotQueue: [(subscription: Subscription, node: TreeNode)] = []
     /// Reads the fanotify group until its queue is empty, routing every event (the loop's).
     var drainFanotify: () -> Void = {}
+    /// The mount table as last read, while trees follow it (``Router+Mounts``); nil otherwise.
+    @exclusivity(unchecked) var mounts: [MountTable.Mount]?
+    /// The trees that follow the mount table.
+    @exclusivity(unchecked) var mountWatchers: [Subscription] = []
+    /// Opens and closes the loop's poll of the mount table (the loop's).
+    var openMountPoll: () throws(SyscallError) -> Void = {}
+    var closeMountPoll: () -> Void = {}
     /// What the fanotify trees asked for, with every change of name: the bits of a record that
     /// are routed.
     @exclusivity(unchecked) var fanotifyWanted: UInt32 = 0
@@ -306,6 +313,8 @@ final class Router {
         snapshotQueue = []
         fanotifyTrees = []
         fanotify.closeAll()
+        mountWatchers = []
+        mounts = nil  // (the loop closes the poll's descriptor with its others)
     }
 
     // MARK: - Tasks
@@ -386,6 +395,7 @@ final class Router {
             admit(subscription)
             // A tree is walked here, on the loop: each directory is watched before it is listed.
             if let tree = subscription.loop.tree {
+                followMounts(subscription, from: mountTableNow())
                 populate(tree.root, of: tree, for: subscription, reporting: false, foundByRescan: false)
                 return .success(nil)
             }
@@ -845,6 +855,7 @@ final class Router {
         subscription.loop.descriptors = []
         subscription.loop.tree = nil
         if subscription.loop.fanotifyID != nil { fanotifyEnded(subscription) }
+        if subscription.loop.followsMounts { stopFollowingMounts(subscription) }
     }
 
     /// Takes `subscription` off the kernel watch `wd`.

@@ -183,6 +183,22 @@ struct System: Sendable {
         _ = try retrying("epoll_ctl") { calls.epollCtl(epfd, EPOLL_CTL_ADD, fd, EPOLLIN.rawValue, token) }
     }
 
+    /// Registers `fd` for its priority event (`EPOLLPRI`, and `EPOLLERR`, which epoll always
+    /// reports), level-triggered, tagged with `token`: the mount table's change (proc(5),
+    /// `/proc/self/mountinfo`), whose descriptor is always readable.
+    func epollAddForPriority(_ epfd: Int32, fd: Int32, token: UInt64) throws(SyscallError) {
+        _ = try retrying("epoll_ctl") { calls.epollCtl(epfd, EPOLL_CTL_ADD, fd, EPOLLPRI.rawValue, token) }
+    }
+
+    /// Opens `/proc/self/mountinfo` to be polled: each change of this process's mount table (a
+    /// mount made, taken away or moved) makes its descriptor report `EPOLLPRI | EPOLLERR` once
+    /// (the poll itself rearms it). What the table holds is read with ``readProcFile(_:)``.
+    func openMountTable() throws(SyscallError) -> Int32 {
+        try FileSystemPath("/proc/self/mountinfo").withCString { pointer throws(SyscallError) in
+            try retrying("open") { calls.openFile(pointer) }
+        }
+    }
+
     /// Waits for readiness, at most `timeoutNanoseconds` (negative: for ever; to the nanosecond
     /// where the kernel has epoll_pwait2, else rounded up to a millisecond). `EINTR` returns 0 ready events rather than retrying, so the caller
     /// recomputes its timeout from the clock.
