@@ -3,7 +3,7 @@ import XCTest
 
 @testable import DirectoryWatcher
 
-/// Mounts taken away under a tree, through inotify here; the same tests
+/// Mounts made and taken away inside a tree and under it, through inotify here; the same tests
 /// run through fanotify in ``FanotifyMountTests``. Each test mounts a tmpfs of its own (root
 /// only; skipped otherwise) and takes every mount it made away again, lazily, whatever happened.
 class MountTests: WatchedDirectoryTestCase {
@@ -90,5 +90,79 @@ class MountTests: WatchedDirectoryTestCase {
         unmount("m", lazily: true)
         XCTAssertEqual(delivered(), [DirectoryChange(.rootRemoved, directory.url("m"), directory: true)])
         XCTAssertFalse(watcher.isMonitoring, "the watch ended")
+    }
+
+    /// A mount made on a directory of the tree, then taken away. Through inotify, whose watch
+    /// stays on the directory the mount covers, the directory at that path is reported removed
+    /// and created again with what it holds now, each time, and what happens in the mount is
+    /// reported; through fanotify, whose mark does not see into another file system, one notice
+    /// says so, and the directory is reported again once the mount is gone.
+    func testAMountMadeAndTakenAwayInsideTheTreeIsReported() throws {
+        try XCTSkipUnless(geteuid() == 0, "mounting a tmpfs needs CAP_SYS_ADMIN")
+        mkdirs("a", "a/m")
+        directory.touch("a/m/covered")
+        try watchTree()
+        try mountTmpfs("a/m")
+        let point = directory.url("a/m")
+        let made = delivered()
+        if usesInotify {
+            XCTAssertEqual(
+                made,
+                [DirectoryChange(.removed, point, directory: true), DirectoryChange(.created, point, directory: true)])
+            directory.touch("a/m/new")
+            mkdirs("a/m/d")
+            directory.touch("a/m/d/f")
+            XCTAssertEqual(
+                delivered(),
+                [
+                    DirectoryChange(.created, directory.url("a/m/new")),
+                    DirectoryChange(.created, directory.url("a/m/d"), directory: true),
+                    DirectoryChange(.created, directory.url("a/m/d/f")),
+                ])
+        } else {
+            XCTAssertEqual(made.map(\.kind), [.overflow], "\(made)")
+            XCTAssertEqual(made.first?.path, FileSystemPath(point))
+            XCTAssertEqual(made.first?.error?.code, .backendUnavailable)
+            directory.touch("a/m/new")
+            XCTAssertEqual(delivered(), [], "nothing in the mount is seen")
+        }
+        unmount("a/m", lazily: false)
+        XCTAssertEqual(
+            delivered(),
+            [
+                DirectoryChange(.removed, point, directory: true), DirectoryChange(.created, point, directory: true),
+                DirectoryChange(.created, directory.url("a/m/covered")),
+            ])
+        directory.touch("a/m/after")
+        XCTAssertEqual(delivered(), [DirectoryChange(.created, directory.url("a/m/after"))])
+    }
+
+    /// A tree started with a mount inside it, which inotify's walk watches into: taken away, the
+    /// directory it covered is reported and watched.
+    func testAMountThereWhenTheTreeStartsIsReportedWhenTakenAway() throws {
+        mkdirs("a", "a/m")
+        directory.touch("a/m/covered")
+        try mountTmpfs("a/m")
+        directory.touch("a/m/mounted")
+        try watchTree()
+        directory.touch("a/m/seen")
+        XCTAssertEqual(delivered(), [DirectoryChange(.created, directory.url("a/m/seen"))])
+        unmount("a/m", lazily: false)
+        let point = directory.url("a/m")
+        XCTAssertEqual(
+            delivered(),
+            [
+                DirectoryChange(.removed, point, directory: true), DirectoryChange(.created, point, directory: true),
+                DirectoryChange(.created, directory.url("a/m/covered")),
+            ])
+        directory.touch("a/m/after")
+        XCTAssertEqual(delivered(), [DirectoryChange(.created, directory.url("a/m/after"))])
+    }
+
+    func mkdirs(_ names: String...) {
+        for name in names {
+            XCTAssertEqual(
+                Glibc.mkdir(directory.url(name), 0o755), 0, "mkdir \(name): \(String(cString: strerror(errno)))")
+        }
     }
 }
