@@ -173,6 +173,7 @@ final class EventLoop: @unchecked Sendable {
             }
             mountTableFD = fd
         }
+        router.mountPollFired = { [unowned self] in mountTableFD >= 0 && system.mountTableChanged(mountTableFD) }
         router.closeMountPoll = { [unowned self] in
             system.close(mountTableFD)  // (which takes it out of the epoll set too)
             mountTableFD = -1

@@ -138,6 +138,9 @@ final class Router {
     /// Opens and closes the loop's poll of the mount table (the loop's).
     var openMountPoll: () throws(SyscallError) -> Void = {}
     var closeMountPoll: () -> Void = {}
+    /// Whether the mount table changed since the loop last polled it (the change is then the
+    /// caller's to handle).
+    var mountPollFired: () -> Bool = { false }
     /// What the fanotify trees asked for, with every change of name: the bits of a record that
     /// are routed.
     @exclusivity(unchecked) var fanotifyWanted: UInt32 = 0
@@ -628,6 +631,8 @@ final class Router {
     func requestBarrier(for subscription: Subscription, completion: @escaping @Sendable () -> Void) {
         assert(isOnLoopThread())
         let request = BarrierRequest(subscription: subscription, completion: completion)
+        // A mount made before the barrier was asked for, whose poll the loop has not read yet.
+        if mounts != nil, mountPollFired() { mountTableChanged(now: clock()) }
         if subscription.loop.isEnded {
             complete([request])
         } else if subscription.loop.polled != nil {
