@@ -100,32 +100,32 @@ enum MountTable {
         return best?.type
     }
 
-    /// The mount point of the mount that holds `path`: the longest prefix of it.
-    static func mountPoint(of path: FileSystemPath, in mountinfo: String) -> FileSystemPath? {
-        var best: [UInt8]?
-        for line in mountinfo.split(separator: "\n") {
-            let fields = line.split(separator: " ", omittingEmptySubsequences: false)
-            guard fields.count > 7 else { continue }
-            let mountPoint = Array(unescape(fields[4]).utf8)
-            if isPrefix(mountPoint, of: path.bytes), mountPoint.count >= (best?.count ?? 0) { best = mountPoint }
-        }
-        return best.map { FileSystemPath(bytes: $0) }
+    /// One line of the table: a mount's id (unique while it is mounted) and where it is mounted.
+    struct Mount: Equatable, Sendable {
+        let id: Int
+        let mountPoint: FileSystemPath
     }
 
-    /// The mount points strictly below `path` (another file system, or another mount of the
-    /// same one, inside the directory): one fanotify mark on `path`'s file system does not see
-    /// into them.
-    static func mountPoints(below path: FileSystemPath, in mountinfo: String) -> [FileSystemPath] {
-        var found: [FileSystemPath] = []
+    /// Every mount of the table, in its order (a mount stacked on another's mount point comes
+    /// after it).
+    static func mounts(in mountinfo: String) -> [Mount] {
+        var found: [Mount] = []
         for line in mountinfo.split(separator: "\n") {
             let fields = line.split(separator: " ", omittingEmptySubsequences: false)
-            guard fields.count > 7 else { continue }
-            let mountPoint = Array(unescape(fields[4]).utf8)
-            if mountPoint.count > path.bytes.count, isPrefix(path.bytes, of: mountPoint) {
-                found.append(FileSystemPath(bytes: mountPoint))
-            }
+            guard fields.count > 7, let id = Int(fields[0]) else { continue }
+            found.append(Mount(id: id, mountPoint: FileSystemPath(bytes: Array(unescape(fields[4]).utf8))))
         }
         return found
+    }
+
+    /// The mount that holds `path`: the one whose mount point is the longest prefix of it, the
+    /// last of those stacked there (the one on top).
+    static func mount(of path: FileSystemPath, in mounts: [Mount]) -> Mount? {
+        var best: Mount?
+        for mount in mounts where isPrefix(mount.mountPoint.bytes, of: path.bytes) {
+            if mount.mountPoint.bytes.count >= (best?.mountPoint.bytes.count ?? 0) { best = mount }
+        }
+        return best
     }
 
     /// Whether `prefix` is `path` or one of its ancestors, component-wise.

@@ -28,6 +28,7 @@ final class EventLoop: @unchecked Sendable {
         static let inotify: UInt64 = 1
         static let wake: UInt64 = 2
         static let fanotify: UInt64 = 3
+        static let mountTable: UInt64 = 4
     }
 
     /// Big enough for hundreds of events per read; a record is at most 16 + NAME_MAX + 1 bytes.
@@ -74,10 +75,15 @@ final class EventLoop: @unchecked Sendable {
     private var fanotifyDrained = true
     /// How many events the group's queue holds (`fs.fanotify.max_queued_events`), read when it opens.
     private var fanotifyQueueCapacity = 16_384
+    /// `/proc/self/mountinfo`, polled for the mount table's changes while a tree follows them
+    /// (``Router/followMounts(_:from:)``); -1 otherwise. Leader only.
+    private var mountTableFD: Int32 = -1
     var running = true
     private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: EventLoop.readBufferSize, alignment: 16)
-    private let tokens = UnsafeMutablePointer<UInt64>.allocate(capacity: 4)
-    private let readiness = UnsafeMutablePointer<UInt32>.allocate(capacity: 4)
+    private let tokens = UnsafeMutablePointer<UInt64>.allocate(capacity: EventLoop.readyAtOnce)
+    private let readiness = UnsafeMutablePointer<UInt32>.allocate(capacity: EventLoop.readyAtOnce)
+    /// As many descriptors as the epoll set can hold: inotify, the eventfd, fanotify, the mount table.
+    private static let readyAtOnce = 4
 
     /// Opens the descriptors and starts the first thread.
     ///
@@ -157,6 +163,21 @@ final class EventLoop: @unchecked Sendable {
             fanotifyDrained = true
         }
         router.drainFanotify = { [unowned self] in readFanotifyEvents(now: clock(), untilDrained: true) }
+        router.openMountPoll = { [unowned self] () throws(SyscallError) in
+            let fd = try system.openMountTable()
+            do throws(SyscallError) {
+                try system.epollAddForPriority(epollFD, fd: fd, token: Token.mountTable)
+            } catch {
+                system.close(fd)
+                throw error
+            }
+            mountTableFD = fd
+        }
+        router.mountPollFired = { [unowned self] in mountTableFD >= 0 && system.mountTableChanged(mountTableFD) }
+        router.closeMountPoll = { [unowned self] in
+            system.close(mountTableFD)  // (which takes it out of the epoll set too)
+            mountTableFD = -1
+        }
         var failure: Int32 = 0
         guard threads.start(.leading, create: { createThread(.leading, failure: &failure) }) else {
             for fd in opened { system.close(fd) }
@@ -196,7 +217,7 @@ final class EventLoop: @unchecked Sendable {
             let count: Int
             do {
                 count = try system.epollWait(
-                    epollFD, tokens: tokens, events: readiness, max: 4,
+                    epollFD, tokens: tokens, events: readiness, max: Int32(Self.readyAtOnce),
                     timeoutNanoseconds: readyHead < ready.count ? 0 : timeoutNanoseconds())
             } catch {
                 preconditionFailure("epoll_wait failed: \(error)")
@@ -205,12 +226,20 @@ final class EventLoop: @unchecked Sendable {
             // delivery's time slice: each reading costs about as much as routing an event, and
             // what happens in a wake-up is microseconds apart.
             let now = clock()
+            // The mount table first: a barrier asked for after a mount was made, read or handled
+            // in this wake-up, completes after what the mount means. What was queued before the
+            // change is routed before it.
+            for index in 0..<count where tokens[index] == Token.mountTable {
+                readEvents(now: now)
+                readFanotifyEvents(now: now, untilDrained: false)
+                router.mountTableChanged(now: now)
+            }
             for index in 0..<count {
                 switch tokens[index] {
                 case Token.inotify: readEvents(now: now)
                 case Token.fanotify: readFanotifyEvents(now: now, untilDrained: false)
                 case Token.wake: for task in inbox.take() { task(self) }
-                default: break
+                default: break  // (the mount table's, above)
                 }
             }
             router.expire(now: now)
@@ -311,7 +340,9 @@ final class EventLoop: @unchecked Sendable {
         ready = []
         inbox.close()
         // Closing the inotify descriptor removes every kernel watch of this instance.
-        for fd in [epollFD, inbox.wakeFD, barrierFD, inotifyFD, fanotifyFD] where fd >= 0 { system.close(fd) }
+        for fd in [epollFD, inbox.wakeFD, barrierFD, inotifyFD, fanotifyFD, mountTableFD] where fd >= 0 {
+            system.close(fd)
+        }
         threads.close()
         inbox.markExited()
     }

@@ -52,15 +52,18 @@ extension Router {
         } catch {
             throw refuse(error.errno, "the file system of \(root) gives no file handles (\(error))")
         }
-        let mountinfo = table.system.readProcFile("/proc/self/mountinfo") ?? ""
-        if let inside = MountTable.mountPoints(below: root, in: mountinfo).first {
+        let mounts = mountTableNow()
+        if let inside = mounts.first(where: {
+            $0.mountPoint.bytes.count > root.bytes.count && MountTable.isPrefix(root.bytes, of: $0.mountPoint.bytes)
+        }) {
             throw refuse(
-                EXDEV, "\(inside) is a mount inside the tree, which one mark of \(root)'s file system does not see")
+                EXDEV,
+                "\(inside.mountPoint) is a mount inside the tree, which one mark of \(root)'s file system does not see")
         }
         // Handles are opened against the mount's own root, which cannot be removed while it is
         // mounted: a descriptor of the tree's root would keep it from being freed when it is
         // removed, and so hold back the event that says so.
-        let mountPoint = MountTable.mountPoint(of: root, in: mountinfo) ?? FileSystemPath("/")
+        let mountPoint = MountTable.mount(of: root, in: mounts)?.mountPoint ?? FileSystemPath("/")
         // (Open for reading: open_by_handle_at refuses an O_PATH descriptor, EBADF.)
         let mount = try table.system.openDirectory(mountPoint)
         var keepsMount = false
@@ -84,6 +87,7 @@ extension Router {
         table.insert(subscription, wd: wd, directory: root, mask: subscription.mask, node: tree.root)
         admit(subscription)
         fanotifyTrees.append(subscription)
+        followMounts(subscription, from: mounts)
         fanotifyWanted |= subscription.mask | InotifyMask.names
         // What was outside the trees may be inside this one; directories other trees know that
         // lie inside it get nodes in this one too.

@@ -134,6 +134,16 @@ final class Router {
     @exclusivity(unchecked) var snapshotQueue: [(subscription: Subscription, node: TreeNode)] = []
     /// Reads the fanotify group until its queue is empty, routing every event (the loop's).
     var drainFanotify: () -> Void = {}
+    /// The mount table as last read, while trees follow it (``Router+Mounts``); nil otherwise.
+    @exclusivity(unchecked) var mounts: [MountTable.Mount]?
+    /// The trees that follow the mount table.
+    @exclusivity(unchecked) var mountWatchers: [Subscription] = []
+    /// Opens and closes the loop's poll of the mount table (the loop's).
+    var openMountPoll: () throws(SyscallError) -> Void = {}
+    var closeMountPoll: () -> Void = {}
+    /// Whether the mount table changed since the loop last polled it (the change is then the
+    /// caller's to handle).
+    var mountPollFired: () -> Bool = { false }
     /// What the fanotify trees asked for, with every change of name: the bits of a record that
     /// are routed.
     @exclusivity(unchecked) var fanotifyWanted: UInt32 = 0
@@ -309,6 +319,8 @@ final class Router {
         snapshotQueue = []
         fanotifyTrees = []
         fanotify.closeAll()
+        mountWatchers = []
+        mounts = nil  // (the loop closes the poll's descriptor with its others)
     }
 
     // MARK: - Tasks
@@ -389,6 +401,7 @@ final class Router {
             admit(subscription)
             // A tree is walked here, on the loop: each directory is watched before it is listed.
             if let tree = subscription.loop.tree {
+                followMounts(subscription, from: mountTableNow())
                 populate(tree.root, of: tree, for: subscription, reporting: false, foundByRescan: false)
                 return .success(nil)
             }
@@ -621,6 +634,8 @@ final class Router {
     func requestBarrier(for subscription: Subscription, completion: @escaping @Sendable () -> Void) {
         assert(isOnLoopThread())
         let request = BarrierRequest(subscription: subscription, completion: completion)
+        // A mount made before the barrier was asked for, whose poll the loop has not read yet.
+        if mounts != nil, mountPollFired() { mountTableChanged(now: clock()) }
         if subscription.loop.isEnded {
             complete([request])
         } else if subscription.loop.polled != nil {
@@ -858,6 +873,7 @@ final class Router {
         subscription.loop.descriptors = []
         subscription.loop.tree = nil
         if subscription.loop.fanotifyID != nil { fanotifyEnded(subscription) }
+        if subscription.loop.followsMounts { stopFollowingMounts(subscription) }
     }
 
     /// Takes `subscription` off the kernel watch `wd`.

@@ -101,6 +101,11 @@ final class Subscription: @unchecked Sendable {
         var polled: Polled?
         /// For a tree watched through fanotify: the id of its file system, whose mark it uses.
         var fanotifyID: [UInt8]?
+        /// For a tree: whether it follows the mount table (``Router/followMounts(_:from:)``), and
+        /// the id of the mount its root was on when it started (nil when the table could not be
+        /// read).
+        var followsMounts = false
+        var rootMount: Int?
         /// Why fanotify could not be used, when it was preferred (set before the subscribe
         /// task returns, so the subscribing thread reads it after).
         var fanotifyRefusal: String?

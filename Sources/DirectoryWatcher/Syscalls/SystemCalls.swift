@@ -56,6 +56,8 @@ struct SystemCalls: Sendable {
     var openByHandle:
         @Sendable (_ mountFD: Int32, _ type: Int32, _ bytes: UnsafePointer<UInt8>, _ length: UInt32) -> Int32
     var fileSystemID: @Sendable (_ fd: Int32, _ id: UnsafeMutablePointer<UInt8>) -> Int32
+    /// `poll(2)` of one descriptor for `events`, returning at once: its `revents`, or -1.
+    var pollNow: @Sendable (_ fd: Int32, _ events: Int16) -> Int32
 
     /// The kernel's own calls.
     static let live = SystemCalls(
@@ -86,7 +88,12 @@ struct SystemCalls: Sendable {
             cdw_name_to_handle(directory, name, type, bytes, length)
         },
         openByHandle: { cdw_open_by_handle($0, $1, $2, $3) },
-        fileSystemID: { cdw_file_system_id($0, $1) }
+        fileSystemID: { cdw_file_system_id($0, $1) },
+        pollNow: { fd, events in
+            var entry = pollfd(fd: fd, events: events, revents: 0)
+            let count = Glibc.poll(&entry, 1, 0)
+            return count < 0 ? -1 : Int32(entry.revents)
+        }
     )
 }
 
@@ -181,6 +188,29 @@ struct System: Sendable {
     /// Registers `fd` for readability, level-triggered, tagged with `token`.
     func epollAdd(_ epfd: Int32, fd: Int32, token: UInt64) throws(SyscallError) {
         _ = try retrying("epoll_ctl") { calls.epollCtl(epfd, EPOLL_CTL_ADD, fd, EPOLLIN.rawValue, token) }
+    }
+
+    /// Registers `fd` for its priority event (`EPOLLPRI`, and `EPOLLERR`, which epoll always
+    /// reports), level-triggered, tagged with `token`: the mount table's change (proc(5),
+    /// `/proc/self/mountinfo`), whose descriptor is always readable.
+    func epollAddForPriority(_ epfd: Int32, fd: Int32, token: UInt64) throws(SyscallError) {
+        _ = try retrying("epoll_ctl") { calls.epollCtl(epfd, EPOLL_CTL_ADD, fd, EPOLLPRI.rawValue, token) }
+    }
+
+    /// Whether the mount table changed since its descriptor (``openMountTable()``) was last
+    /// polled, asked now; asking takes the change, as epoll's own poll would.
+    func mountTableChanged(_ fd: Int32) -> Bool {
+        let events = calls.pollNow(fd, Int16(POLLPRI))
+        return events > 0 && events & Int32(POLLPRI) != 0
+    }
+
+    /// Opens `/proc/self/mountinfo` to be polled: each change of this process's mount table (a
+    /// mount made, taken away or moved) makes its descriptor report `EPOLLPRI | EPOLLERR` once
+    /// (the poll itself rearms it). What the table holds is read with ``readProcFile(_:)``.
+    func openMountTable() throws(SyscallError) -> Int32 {
+        try FileSystemPath("/proc/self/mountinfo").withCString { pointer throws(SyscallError) in
+            try retrying("open") { calls.openFile(pointer) }
+        }
     }
 
     /// Waits for readiness, at most `timeoutNanoseconds` (negative: for ever; to the nanosecond
