@@ -237,6 +237,47 @@ final class RouterTests: XCTestCase {
         XCTAssertEqual(d.batches.last, [DirectoryChange(.created, "/d/e")])
     }
 
+    /// The same consumer, still behind, paused in a wake-up that read the creation of a third
+    /// file: the pause takes the catch-up over, and on resuming the listing reports that file
+    /// once (before the fix the pause handed its event over first, so it came twice: once as it
+    /// happened, once found on resuming).
+    func testAPauseDuringACatchUpDoesNotRepeatTheEventsReadInItsWakeUp() throws {
+        let subscription = Subscription(
+            root: "/d", mask: DirectoryWatcher.Options().events.inotifyMask, target: .mailbox(Mailbox(mayBlock: true)),
+            keepsSnapshot: true, limit: 1, strictLimit: true, acknowledgesLater: true)
+        let d = BatchRecorder()
+        subscription.receiver = d
+        XCTAssertNil(router.subscribe(subscription))
+        let descriptor = wd("/d")
+        func created(_ name: String) -> InotifyEvent {
+            InotifyEvent(wd: descriptor, mask: InotifyMask.create, name: Array(name.utf8))
+        }
+        read([created("a"), created("b")])
+        XCTAssertEqual(d.batches, [[DirectoryChange(.created, "/d/a")]], "what fits in the buffer")
+        // The consumer takes it, and its catch-up is due; in the next wake-up c's event is
+        // read, then the pause's task runs.
+        subscription.acknowledge(1)
+        router.backlogDrained(subscription)
+        router.receive(created("c"), now: 0)
+        router.pause(subscription)
+        router.expire(now: 0)
+        router.finishWakeUp(queueDrained: true)
+        deliver()
+        XCTAssertEqual(d.batches.count, 1, "nothing more is handed over while paused")
+        listings["/d"] = .success(
+            Snapshot(entries: [
+                Array("a".utf8): entry(inode: 1), Array("b".utf8): entry(inode: 2), Array("c".utf8): entry(inode: 3),
+            ]))
+        router.resume(subscription)
+        read([])
+        let delivered = d.batches.joined().filter { $0.kind == .created }.map(\.path.description)
+        XCTAssertEqual(delivered.sorted(), ["/d/a", "/d/b", "/d/c"], "each file once: \(d.batches)")
+        let notices = d.batches.joined().filter { $0.kind == .overflow }
+        XCTAssertEqual(notices.count, 1, "one notice: \(d.batches)")
+        XCTAssertEqual(notices.first?.droppedChanges, 2, "b, and c's event, which the listing reports")
+        XCTAssertEqual(d.batches.count, 2, "what fitted, then the resuming batch: \(d.batches)")
+    }
+
     func testInodesOfCreatedEntriesAreLearntOnceTheLoopIsIdleAndNoMoreOftenThanTheSpacing() throws {
         let (d, _) = try subscribe("/d", keepsSnapshot: true)
         let (_, _) = try subscribe("/e")

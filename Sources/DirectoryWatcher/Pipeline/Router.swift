@@ -503,9 +503,16 @@ final class Router {
             subscription.loop.settler?.forgetWriters()
         }
         var pause = Subscription.Pause(baseline: [:])
-        if let catchUp = subscription.loop.catchUp {
+        if var catchUp = subscription.loop.catchUp {
             // Owed a catch-up: what it was told is what it knew when its backlog overflowed, and
             // the changes it missed since are found on resuming, with every directory listed.
+            // Those collected in this wake-up are among them, as a catch-up's own are
+            // (``takeCatchUp(_:)``): handed over now too, they would come twice.
+            if !subscription.loop.pending.isEmpty {
+                catchUp.dropped += subscription.loop.pending.count
+                subscription.loop.pending = []
+                dirty.removeAll { $0 === subscription }
+            }
             subscription.loop.catchUp = nil
             // No longer owed: a backlog that overflows again after the pause owes a catch-up of
             // its own (while still marked overflowing, its changes would be dropped for good).
