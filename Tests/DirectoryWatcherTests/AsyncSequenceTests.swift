@@ -182,6 +182,14 @@ class AsyncSequenceTests: WatchedDirectoryTestCase {
         try await slowConsumerGetsEachChangeOnce(bufferLimit: 8, tree: .fanotify)
     }
 
+    /// A settling watcher (a quiet period of 1 ms, batches held up to 20 ms) with room for 8:
+    /// its settled batches overflow the buffer, and what its settler holds when they do is
+    /// neither lost nor repeated by the catch-up.
+    func testASlowConsumerOfASettlingWatcherGetsEachChangeOnce() async throws {
+        try await slowConsumerGetsEachChangeOnce(
+            bufferLimit: 8, settling: .init(quietPeriod: .milliseconds(1), maximumWait: .milliseconds(20)))
+    }
+
     /// A writer makes `files` files, then a sentinel, while a consumer takes changes at half the
     /// writer's pace (the writer's progress gates it: no sleep), so it falls behind, is told so,
     /// and catches up, again and again. The writer waits for a barrier after each burst of files,
@@ -192,13 +200,14 @@ class AsyncSequenceTests: WatchedDirectoryTestCase {
     /// directory: no name is created twice, and once it has seen the sentinel and then a last
     /// file made after it, the model is the directory's listing.
     private func slowConsumerGetsEachChangeOnce(
-        bufferLimit: Int, tree backend: DirectoryWatcher.Backend? = nil
+        bufferLimit: Int, tree backend: DirectoryWatcher.Backend? = nil,
+        settling: DirectoryWatcher.Settling? = nil
     ) async throws {
         // Under a sanitizer (.ci/run says so), 20,000: still past the default buffer, and a
         // consumer at half the writer's pace under ThreadSanitizer took more than 180 s for 100,000.
         // A tree's catch-ups list every directory: 20,000 files are enough for the stress suite.
         let sanitized = ProcessInfo.processInfo.environment["DIRWATCH_SANITIZED"] == "1"
-        let files = scale == .fast ? 2_000 : (sanitized || backend != nil) ? 20_000 : 100_000
+        let files = scale == .fast ? 2_000 : (sanitized || backend != nil || settling != nil) ? 20_000 : 100_000
         let burst = scale == .stress ? 1_000 : 100
         // A memory file system where there is one: 100,000 creations.
         let parent = FileManager.default.fileExists(atPath: "/dev/shm") ? "/dev/shm/" : NSTemporaryDirectory()
@@ -210,7 +219,8 @@ class AsyncSequenceTests: WatchedDirectoryTestCase {
             for folder in folders { directory.mkdir(String(folder.dropLast())) }
             RescanTests.waitForTheBirthClockToTick()
         }
-        let options = backend.map { DirectoryWatcher.Options(recursive: true, backend: $0) } ?? .init()
+        var options = backend.map { DirectoryWatcher.Options(recursive: true, backend: $0) } ?? .init()
+        options.settling = settling
         let changes = try DirectoryWatcher.changes(path: directory.path, options: options, bufferLimit: bufferLimit)
         // A watcher of the same directory: once its barrier completes, the loop has routed every
         // event before it, and found the kernel queue empty.
