@@ -114,6 +114,39 @@ class TreeChurnTests: WatchedDirectoryTestCase {
         XCTAssertTrue(FileManager.default.fileExists(atPath: directory.url("da/only-in-b")))
     }
 
+    /// An exchange and at once a rename of either name, or a removal, before the watcher reads
+    /// the exchange: the exchange was told from `mv a b; mv b a` by both names being there
+    /// still, so it came as two renames, and applied in order they lost a name.
+    func testAnExchangeFollowedAtOnceByAChangeOfEitherNameAddsUp() throws {
+        for round in 0..<20 {
+            directory.touch("fa\(round)")
+            directory.touch("fb\(round)")
+            makeSubtree(directory.url("da\(round)"))
+            XCTAssertEqual(Glibc.mkdir(directory.url("other\(round)"), 0o755), 0)
+            makeSubtree(directory.url("other\(round)/db"))
+        }
+        try watchTree()
+        for round in 0..<20 {
+            XCTAssertEqual(RenameExchange.exchange(directory.url("fa\(round)"), directory.url("fb\(round)")), 0)
+            rename(directory.url(round % 2 == 0 ? "fa\(round)" : "fb\(round)"), directory.url("fc\(round)"))
+            assertTheStreamAddsUp("round \(round), files")
+            XCTAssertEqual(
+                RenameExchange.exchange(directory.url("da\(round)"), directory.url("other\(round)/db")), 0)
+            switch round % 3 {
+            case 0: rename(directory.url("da\(round)"), directory.url("other\(round)/dc"))
+            case 1: rename(directory.url("other\(round)/db"), directory.url("dc\(round)"))
+            default: XCTAssertEqual(unlink(directory.url("other\(round)/db/f")), 0)
+            }
+            assertTheStreamAddsUp("round \(round), directories")
+            // Below them, later changes carry the paths the consumer knows.
+            for name in ["da\(round)", "other\(round)/db", "other\(round)/dc", "dc\(round)"]
+            where FileManager.default.fileExists(atPath: directory.url(name)) {
+                directory.touch("\(name)/inner/later")
+            }
+            assertTheStreamAddsUp("round \(round), later")
+        }
+    }
+
     /// `mv a b; mv b a` gives the kernel's events of an exchange: it is two renames, since `b` is
     /// gone afterwards.
     func testARenameOverANameAndBackIsNotAnExchange() throws {
@@ -148,6 +181,10 @@ final class FanotifyTreeChurnTests: TreeChurnTests {
 
     override func testAnExchangeIsOneChangeAndTheTreeFollowsIt() throws {
         try super.testAnExchangeIsOneChangeAndTheTreeFollowsIt()
+    }
+
+    override func testAnExchangeFollowedAtOnceByAChangeOfEitherNameAddsUp() throws {
+        try super.testAnExchangeFollowedAtOnceByAChangeOfEitherNameAddsUp()
     }
 
     override func testARenameOverANameAndBackIsNotAnExchange() throws {

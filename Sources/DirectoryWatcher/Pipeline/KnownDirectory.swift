@@ -162,6 +162,15 @@ final class KnownDirectory {
         return entry.inode
     }
 
+    /// The inode of `name` when one was read for it (by a listing, or learnt since); nil otherwise.
+    func inode(_ name: ArraySlice<UInt8>) -> UInt64? {
+        guard let record = entries.record(forName: name) else { return nil }
+        switch entries[record: record] {
+        case .entry(let entry): return entry.inode
+        case .unsure(let unsure): return unsure.inode == 0 ? nil : unsure.inode
+        }
+    }
+
     /// Whether an entry of that name is known.
     func contains(_ name: ArraySlice<UInt8>) -> Bool {
         entries.record(forName: name) != nil

@@ -52,16 +52,17 @@ extension Router {
         }
         if let held = heldMove {
             heldMove = nil
-            if isMirror(held, of: (from, to)), entryExists(Array(held.from.name), in: held.from.wd),
-                entryExists(Array(held.to.name), in: held.to.wd)
-            {
+            if isMirror(held, of: (from, to)), isExchange(held) {
                 handleExchange(held.from, held.to, secondIsDirectory: from.has(InotifyMask.isDirectory))
                 return
             }
             handleMove(from: held.from, to: held.to)
         }
-        if known[to.wd]?.contains(to.name) == true {
+        // A fanotify tree's directory not listed yet has no names to tell whether the move
+        // replaced one: the entries' handles tell an exchange by its mirror.
+        if known[to.wd]?.contains(to.name) ?? (renamedObject != nil) {
             heldMove = (from, to)
+            heldObject = renamedObject
             heldDeadline = now &+ holdWindow
         } else {
             handleMove(from: from, to: to)
@@ -77,6 +78,21 @@ extension Router {
         guard let held = heldMove else { return }
         heldMove = nil
         handleMove(from: held.from, to: held.to)
+    }
+
+    /// Whether the held move and its mirror, just routed, are an exchange rather than a rename
+    /// and its way back (`mv a b; mv b a`), which give the kernel's same events. A fanotify
+    /// rename names the entry it moved: an exchange moves two, the other one twice. Otherwise
+    /// the disk tells: an exchange leaves an entry at the first move's target, two renames leave
+    /// none; and when it has gone since (renamed or removed at once), the entry at the first
+    /// move's source is the one the target held, which two renames would have left in place.
+    /// (Before, both names had to be there still: an exchange followed at once by a rename of
+    /// either name came as two renames, a name lost.)
+    private func isExchange(_ held: (from: InotifyEvent, to: InotifyEvent)) -> Bool {
+        if let first = heldObject, let second = renamedObject { return first != second }
+        if entryExists(Array(held.to.name), in: held.to.wd) { return true }
+        guard let inode = known[held.to.wd]?.inode(held.to.name) else { return false }
+        return entryInode(Array(held.from.name), in: held.from.wd) == inode
     }
 
     private func isMirror(_ first: (from: InotifyEvent, to: InotifyEvent), of second: (InotifyEvent, InotifyEvent))

@@ -190,6 +190,8 @@ extension Router {
         fanotifyCookie = fanotifyCookie == .max ? 1 : fanotifyCookie + 1
         switch (source, target) {
         case (let from?, let to?):
+            renamedObject = event.object
+            defer { renamedObject = nil }
             route(
                 move: event.inotifyEvent(wd: from, mask: InotifyMask.movedFrom | directory, cookie: fanotifyCookie),
                 to: event.inotifyEvent(

@@ -154,6 +154,11 @@ final class Router {
     /// A paired move that may be the first half of an exchange (``Router+Exchanges``): held
     /// until the next event, or the end of the wake-up.
     @exclusivity(unchecked) var heldMove: (from: InotifyEvent, to: InotifyEvent)?
+    /// The handle of the entry the held move moved (a fanotify rename's own, with
+    /// `FAN_REPORT_TARGET_FID`), and of the entry the rename being routed moves: an exchange's
+    /// halves move two entries, a rename and its way back one.
+    @exclusivity(unchecked) var heldObject: KernelHandle?
+    @exclusivity(unchecked) var renamedObject: KernelHandle?
     /// A move in with no first half (`IN_MOVED_TO` alone) that may be half an exchange with a
     /// place not watched (``Router+Exchanges``): held until the next event.
     @exclusivity(unchecked) var heldArrival: InotifyEvent?

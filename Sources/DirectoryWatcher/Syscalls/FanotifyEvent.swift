@@ -74,8 +74,8 @@ struct FanotifyEvent: Equatable, Sendable {
     var directory: KernelHandle?
     /// For `FAN_RENAME`: the directory the entry went to, and its name there (``newName``).
     var newDirectory: KernelHandle?
-    /// The handle of a directory created (the entry's own, `FAN_REPORT_TARGET_FID`, since
-    /// 5.17); nil for any other record.
+    /// The handle of a directory created or of an entry renamed (the entry's own,
+    /// `FAN_REPORT_TARGET_FID`, since 5.17); nil for any other record.
     var object: KernelHandle?
     /// Holds the names at their ranges: for a parsed event, one copy of the bytes its read
     /// returned, shared by every event of that read (as ``InotifyEvent`` shares its read's).
@@ -207,9 +207,11 @@ enum FanotifyEventParser {
                 event.newNameRange = (start + offset + name.lowerBound)..<(start + offset + name.upperBound)
             case InfoType.object:
                 // Read only where it is used: a directory's creation (the router knows the new
-                // directory by it). Every other record's copy would cost an allocation an event.
+                // directory by it) and a rename (an exchange's halves move two entries, a rename
+                // and its way back one). Every other record's copy would cost an allocation an
+                // event.
                 let creation = UInt64(InotifyMask.create) | FanotifyMask.onDirectory
-                guard event.mask & creation == creation else { break }
+                guard event.mask & creation == creation || event.mask & FanotifyMask.rename != 0 else { break }
                 var unshared: KernelHandle?
                 guard let handle = handle(record, named: false, previous: &unshared) else { return false }
                 event.object = handle.0
