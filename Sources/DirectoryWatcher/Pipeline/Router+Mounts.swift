@@ -75,6 +75,16 @@ extension Router {
         let gone = last.filter { !readIDs.contains($0.id) }
         let made = read.filter { !lastIDs.contains($0.id) }
         guard !gone.isEmpty || !made.isEmpty else { return }
+        // A held move is routed before what a mount means for a tree, and only then: a mount
+        // elsewhere (a container's, a removable disk's) must not split an exchange's halves.
+        let concerns = { (mount: MountTable.Mount) in
+            self.mountWatchers.contains { subscription in
+                !subscription.loop.isEnded
+                    && (mount.id == subscription.loop.rootMount
+                        || MountTable.isPrefix(subscription.root.bytes, of: mount.mountPoint.bytes))
+            }
+        }
+        guard gone.contains(where: concerns) || made.contains(where: concerns) else { return }
         if heldMove != nil || heldArrival != nil { releaseHeldMove() }
         // Outer mounts first: what is below a mount point is looked up after it has been redone.
         let changed = (made.map { ($0, true) } + gone.map { ($0, false) }).sorted {
