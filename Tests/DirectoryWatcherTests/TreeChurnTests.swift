@@ -12,9 +12,11 @@ class TreeChurnTests: WatchedDirectoryTestCase {
     var backend: DirectoryWatcher.Backend { .inotify }
     private var model: TreeModel!
 
-    private func watchTree() throws {
+    private func watchTree(loop: EventLoop? = nil) throws {
         let options = DirectoryWatcher.Options(recursive: true, backend: backend)
-        try watch { try DirectoryWatcher.make(path: directory.path, options: options, delegate: $0, queue: nil) }
+        try watch {
+            try DirectoryWatcher.make(path: directory.path, options: options, delegate: $0, queue: nil, loop: loop)
+        }
         _ = watcher.watchedDirectories()
         model = TreeModel.ofDisk(directory.path)
     }
@@ -76,6 +78,47 @@ class TreeChurnTests: WatchedDirectoryTestCase {
             rename(directory.url("in\(round)/m"), directory.url("x\(round)/m2"))
             assertTheStreamAddsUp("round \(round)")
             directory.touch("x\(round)/m2/inner/later")
+            assertTheStreamAddsUp("round \(round), later")
+        }
+    }
+
+    /// A directory of the tree renamed into a directory that has just come in, after the walk
+    /// watched that directory and before it listed it, with a file made in it and one removed
+    /// just before: the listing meets it at its new path and reports it there with what it
+    /// holds, and the events of the two changes follow at that path. The rename's own events,
+    /// read after them, were reported as a rename as well, and applied, the consumer's copy from
+    /// before the changes replaced what they had said (the file made missing, the one removed
+    /// back). Its arrival is said already: only its departure is news.
+    func testADirectoryRenamedIntoANewDirectoryBetweenItsWatchAndItsListingIsReportedOnce() throws {
+        let outside = TemporaryDirectory()
+        let hook = BeforeListing()
+        let loop = try EventLoop(system: System(.live.listing(hook)))
+        defer {
+            watcher?.invalidate()
+            watcher = nil
+            loop.shutdown()
+        }
+        for round in 0..<20 {
+            makeSubtree(directory.url("x\(round)"))
+            for made in [outside.url("in\(round)"), outside.url("in\(round)/n")] {
+                XCTAssertEqual(Glibc.mkdir(made, 0o755), 0, made)
+            }
+        }
+        try watchTree(loop: loop)
+        for round in 0..<20 {
+            let directory = self.directory!
+            hook.arm(directory.url("in\(round)/n")) {
+                directory.touch("x\(round)/made")
+                unlink(directory.url("x\(round)/f"))
+                Glibc.rename(directory.url("x\(round)"), directory.url("in\(round)/n/sub"))
+            }
+            rename(outside.url("in\(round)"), directory.url("in\(round)"))
+            // The walk, and what the hook does in it, runs as the move in is routed: its events
+            // are read after this barrier's, and before the next one's.
+            waitForDelivery(watcher)
+            XCTAssertFalse(hook.isArmed, "round \(round): the directory was listed")
+            assertTheStreamAddsUp("round \(round)")
+            directory.touch("in\(round)/n/sub/inner/later")
             assertTheStreamAddsUp("round \(round), later")
         }
     }
@@ -144,6 +187,10 @@ final class FanotifyTreeChurnTests: TreeChurnTests {
 
     override func testADirectoryMovedOnAsSoonAsItsTreeMovedInIsReportedWhole() throws {
         try super.testADirectoryMovedOnAsSoonAsItsTreeMovedInIsReportedWhole()
+    }
+
+    override func testADirectoryRenamedIntoANewDirectoryBetweenItsWatchAndItsListingIsReportedOnce() throws {
+        try super.testADirectoryRenamedIntoANewDirectoryBetweenItsWatchAndItsListingIsReportedOnce()
     }
 
     override func testAnExchangeIsOneChangeAndTheTreeFollowsIt() throws {

@@ -162,6 +162,17 @@ final class KnownDirectory {
         return entry.inode
     }
 
+    /// The inode known for `name`: as a listing read it (a snapshot's status, or a tree's
+    /// listing, which reads no status), kept through the events that changed the entry since, or
+    /// learnt after its creation; nil when none is known.
+    func knownInode(_ name: ArraySlice<UInt8>) -> UInt64? {
+        guard let record = entries.record(forName: name) else { return nil }
+        switch entries[record: record] {
+        case .entry(let entry): return entry.inode
+        case .unsure(let unsure): return unsure.inode == 0 ? nil : unsure.inode
+        }
+    }
+
     /// Whether an entry of that name is known.
     func contains(_ name: ArraySlice<UInt8>) -> Bool {
         entries.record(forName: name) != nil
