@@ -123,6 +123,41 @@ class TreeChurnTests: WatchedDirectoryTestCase {
         }
     }
 
+    /// A directory moved in from outside into a directory that has just come in, after the walk
+    /// watched that directory and before it listed it: the listing reports it with what it
+    /// holds, and the move's event, read after, is a repeat. On inotify it was reported as a
+    /// move in as well, which to a consumer is an empty directory in place of the one the
+    /// listing reported: what it holds was lost.
+    func testADirectoryMovedInToANewDirectoryBetweenItsWatchAndItsListingIsReportedOnce() throws {
+        let outside = TemporaryDirectory()
+        let hook = BeforeListing()
+        let loop = try EventLoop(system: System(.live.listing(hook)))
+        defer {
+            watcher?.invalidate()
+            watcher = nil
+            loop.shutdown()
+        }
+        for round in 0..<20 {
+            makeSubtree(outside.url("y\(round)"))
+            for made in [outside.url("in\(round)"), outside.url("in\(round)/n")] {
+                XCTAssertEqual(Glibc.mkdir(made, 0o755), 0, made)
+            }
+        }
+        try watchTree(loop: loop)
+        for round in 0..<20 {
+            let directory = self.directory!
+            hook.arm(directory.url("in\(round)/n")) {
+                Glibc.rename(outside.url("y\(round)"), directory.url("in\(round)/n/sub"))
+            }
+            rename(outside.url("in\(round)"), directory.url("in\(round)"))
+            waitForDelivery(watcher)
+            XCTAssertFalse(hook.isArmed, "round \(round): the directory was listed")
+            assertTheStreamAddsUp("round \(round)")
+            directory.touch("in\(round)/n/sub/inner/later")
+            assertTheStreamAddsUp("round \(round), later")
+        }
+    }
+
     /// Issue 26: a live `RENAME_EXCHANGE` of `fa` and `fb` came as `renamed fa -> fb` then
     /// `renamed fb -> fa`, which applied in order loses a name; in trees, later changes below two
     /// exchanged directories carried the other's path.
@@ -191,6 +226,10 @@ final class FanotifyTreeChurnTests: TreeChurnTests {
 
     override func testADirectoryRenamedIntoANewDirectoryBetweenItsWatchAndItsListingIsReportedOnce() throws {
         try super.testADirectoryRenamedIntoANewDirectoryBetweenItsWatchAndItsListingIsReportedOnce()
+    }
+
+    override func testADirectoryMovedInToANewDirectoryBetweenItsWatchAndItsListingIsReportedOnce() throws {
+        try super.testADirectoryMovedInToANewDirectoryBetweenItsWatchAndItsListingIsReportedOnce()
     }
 
     override func testAnExchangeIsOneChangeAndTheTreeFollowsIt() throws {

@@ -154,14 +154,6 @@ final class KnownDirectory {
         if let other { entries.updateValue(other, forName: first) }
     }
 
-    /// The inode of `name` as a listing read it, when nothing has changed it since; nil otherwise.
-    func listedInode(_ name: ArraySlice<UInt8>) -> UInt64? {
-        guard let record = entries.record(forName: name), case .entry(let entry) = entries[record: record] else {
-            return nil
-        }
-        return entry.inode
-    }
-
     /// The inode known for `name`: as a listing read it (a snapshot's status, or a tree's
     /// listing, which reads no status), kept through the events that changed the entry since, or
     /// learnt after its creation; nil when none is known.

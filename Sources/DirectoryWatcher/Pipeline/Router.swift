@@ -709,10 +709,10 @@ final class Router {
         if !event.name.isEmpty, let directory = known[event.wd] {
             // A move in that a listing read after the watch already showed (an inotify tree's new
             // directory, listed as things moved into it): the same inode is still there, so it is
-            // a repeat, not a replacement. (One statx, for a move onto a name listed and unchanged
-            // since.)
+            // a repeat, not a replacement. (One statx, for a move onto a name known with its
+            // inode: a tree's listing reads every entry's.)
             if event.has(InotifyMask.movedTo), directory.suppressesRepeats, !FanotifyMarks.isFanotify(event.wd),
-                let listed = directory.listedInode(event.name), entryInode(Array(event.name), in: event.wd) == listed
+                let listed = directory.knownInode(event.name), entryInode(Array(event.name), in: event.wd) == listed
             {
                 return
             }
