@@ -158,6 +158,31 @@ class TreeChurnTests: WatchedDirectoryTestCase {
         }
     }
 
+    /// While the loop is held: a subtree moved in, another directory moved in, and the first
+    /// renamed into the second. The first one's walk finds it gone; the second's lists it and
+    /// reports it with what it holds; the rename, read last, adds only the first one's departure
+    /// (fanotify, which sees both ends of the rename, walked it again and reported what it holds
+    /// a second time, once the rename was no longer reported).
+    func testASubtreeRenamedIntoADirectoryMovedInWhileTheLoopIsHeldIsReportedOnce() throws {
+        let outside = TemporaryDirectory()
+        for round in 0..<20 {
+            XCTAssertEqual(Glibc.mkdir(directory.url("x\(round)"), 0o755), 0)
+            makeSubtree(outside.url("a\(round)"))
+            XCTAssertEqual(Glibc.mkdir(outside.url("m\(round)"), 0o755), 0)
+        }
+        try watchTree()
+        for round in 0..<20 {
+            let staller = try Staller(test: self)
+            rename(outside.url("a\(round)"), directory.url("x\(round)/a"))
+            rename(outside.url("m\(round)"), directory.url("m\(round)"))
+            rename(directory.url("x\(round)/a"), directory.url("m\(round)/r"))
+            staller.resume()
+            assertTheStreamAddsUp("round \(round)")
+            directory.touch("m\(round)/r/inner/later")
+            assertTheStreamAddsUp("round \(round), later")
+        }
+    }
+
     /// Issue 26: a live `RENAME_EXCHANGE` of `fa` and `fb` came as `renamed fa -> fb` then
     /// `renamed fb -> fa`, which applied in order loses a name; in trees, later changes below two
     /// exchanged directories carried the other's path.
@@ -230,6 +255,10 @@ final class FanotifyTreeChurnTests: TreeChurnTests {
 
     override func testADirectoryMovedInToANewDirectoryBetweenItsWatchAndItsListingIsReportedOnce() throws {
         try super.testADirectoryMovedInToANewDirectoryBetweenItsWatchAndItsListingIsReportedOnce()
+    }
+
+    override func testASubtreeRenamedIntoADirectoryMovedInWhileTheLoopIsHeldIsReportedOnce() throws {
+        try super.testASubtreeRenamedIntoADirectoryMovedInWhileTheLoopIsHeldIsReportedOnce()
     }
 
     override func testAnExchangeIsOneChangeAndTheTreeFollowsIt() throws {

@@ -397,13 +397,21 @@ extension Router {
         }
     }
 
+    /// `arrivalListed`: the target's listing, read after the move, showed the directory there
+    /// already, and the walk that listing began reported it with what it holds.
     func treeMoved(
         from: InotifyEvent, to: InotifyEvent, sources: [WatchTable<Subscription>.Watch],
-        targets: [WatchTable<Subscription>.Watch]
+        targets: [WatchTable<Subscription>.Watch], arrivalListed: Bool = false
     ) {
         forEachTree(of: sources, targets) { subscription, tree, source, target in
             if let source, let target, let moved = source.child(from.name), tree.node(target.wd) === target {
                 move(moved, to: to.name, in: target, of: tree, for: subscription)
+            } else if arrivalListed {
+                // Its departure alone is left: walked again at its new path (a fanotify tree walks
+                // a directory it met early afresh), what it holds would be reported twice.
+                if let source {
+                    treeChanged(from.name, at: source, appeared: false, for: subscription, foundByRescan: false)
+                }
             } else if tree.isLazy, let source, target != nil,
                 !tree.unreached.contains(where: { $0.parent === source && $0.name[...] == from.name }),
                 !(subscription.exclusions?.excludes(source.path.appending(bytes: from.name), under: subscription.root)

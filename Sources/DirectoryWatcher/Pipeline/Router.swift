@@ -821,7 +821,9 @@ final class Router {
                 collect(change, for: target.subscriber)
             }
         }
-        if to.has(InotifyMask.isDirectory) { treeMoved(from: from, to: to, sources: sources, targets: targets) }
+        if to.has(InotifyMask.isDirectory) {
+            treeMoved(from: from, to: to, sources: sources, targets: targets, arrivalListed: arrivalListed)
+        }
     }
 
     /// Whether the entry a move brought in is the one a listing read after it showed already:
