@@ -183,6 +183,37 @@ class TreeChurnTests: WatchedDirectoryTestCase {
         }
     }
 
+    /// A subtree moved in, and before its walk lists it, its directory moved on and it removed:
+    /// the listing finds it gone and reports nothing of what it held, so the move of its
+    /// directory, read after, comes from nowhere. It was reported as a rename from a path the
+    /// consumer never heard of.
+    func testADirectoryMovedOnFromASubtreeRemovedBeforeItsListingComesFromNowhere() throws {
+        let outside = TemporaryDirectory()
+        let hook = BeforeListing()
+        let loop = try EventLoop(system: System(.live.listing(hook)))
+        defer {
+            watcher?.invalidate()
+            watcher = nil
+            loop.shutdown()
+        }
+        for round in 0..<20 { makeSubtree(outside.url("in\(round)")) }
+        try watchTree(loop: loop)
+        for round in 0..<20 {
+            let directory = self.directory!
+            hook.arm(directory.url("in\(round)")) {
+                Glibc.rename(directory.url("in\(round)/inner"), directory.url("m\(round)"))
+                unlink(directory.url("in\(round)/f"))
+                rmdir(directory.url("in\(round)"))
+            }
+            rename(outside.url("in\(round)"), directory.url("in\(round)"))
+            waitForDelivery(watcher)
+            XCTAssertFalse(hook.isArmed, "round \(round): the directory was listed")
+            assertTheStreamAddsUp("round \(round)")
+            directory.touch("m\(round)/later")
+            assertTheStreamAddsUp("round \(round), later")
+        }
+    }
+
     /// Issue 26: a live `RENAME_EXCHANGE` of `fa` and `fb` came as `renamed fa -> fb` then
     /// `renamed fb -> fa`, which applied in order loses a name; in trees, later changes below two
     /// exchanged directories carried the other's path.
@@ -259,6 +290,10 @@ final class FanotifyTreeChurnTests: TreeChurnTests {
 
     override func testASubtreeRenamedIntoADirectoryMovedInWhileTheLoopIsHeldIsReportedOnce() throws {
         try super.testASubtreeRenamedIntoADirectoryMovedInWhileTheLoopIsHeldIsReportedOnce()
+    }
+
+    override func testADirectoryMovedOnFromASubtreeRemovedBeforeItsListingComesFromNowhere() throws {
+        try super.testADirectoryMovedOnFromASubtreeRemovedBeforeItsListingComesFromNowhere()
     }
 
     override func testAnExchangeIsOneChangeAndTheTreeFollowsIt() throws {

@@ -264,7 +264,14 @@ extension Router {
         for subscription: Subscription, reporting: Bool, foundByRescan: Bool
     ) -> [WalkStep] {
         guard let directory = result.known else {
-            if let failure = result.failure { treeFailed(failure, at: path, for: subscription) }
+            if let failure = result.failure {
+                // Removed before it was listed: nothing in it was reported, so what its events
+                // say left it (a directory moved on from it) comes from nowhere.
+                if reporting, failure.errno == ENOENT, known[node.wd] == nil {
+                    known[node.wd] = KnownDirectory(listing: [], listedAfter: birthClock(), at: wallClock())
+                }
+                treeFailed(failure, at: path, for: subscription)
+            }
             return []
         }
         expectListingEcho(node.wd)
