@@ -709,10 +709,10 @@ final class Router {
         if !event.name.isEmpty, let directory = known[event.wd] {
             // A move in that a listing read after the watch already showed (an inotify tree's new
             // directory, listed as things moved into it): the same inode is still there, so it is
-            // a repeat, not a replacement. (One statx, for a move onto a name known with its
-            // inode: a tree's listing reads every entry's.)
+            // a repeat, not a replacement. (One statx, for a move onto a name whose inode a
+            // listing read: a tree's listing reads every entry's.)
             if event.has(InotifyMask.movedTo), directory.suppressesRepeats, !FanotifyMarks.isFanotify(event.wd),
-                let listed = directory.knownInode(event.name), entryInode(Array(event.name), in: event.wd) == listed
+                let listed = directory.listedInode(event.name), entryInode(Array(event.name), in: event.wd) == listed
             {
                 return
             }
@@ -830,7 +830,7 @@ final class Router {
     /// its inode, as that listing read it, is still at its name. (One statx, for a directory
     /// moved onto a name known with its inode.)
     private func isListed(_ arrival: InotifyEvent) -> Bool {
-        guard let target = known[arrival.wd], target.suppressesRepeats, let inode = target.knownInode(arrival.name)
+        guard let target = known[arrival.wd], target.suppressesRepeats, let inode = target.listedInode(arrival.name)
         else { return false }
         return entryInode(Array(arrival.name), in: arrival.wd) == inode
     }
