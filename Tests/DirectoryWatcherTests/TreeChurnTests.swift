@@ -214,6 +214,43 @@ class TreeChurnTests: WatchedDirectoryTestCase {
         }
     }
 
+    /// A subtree moved in, and before its walk lists it, a directory made with a file in it
+    /// elsewhere in the tree, renamed into the subtree, and the subtree renamed: the listing shows
+    /// the directory, which cannot be opened at the old path, and the rename into the subtree,
+    /// read after, reports it with what it holds. On fanotify the walk tried it again as a
+    /// directory met before the event that brought it, and once the subtree's rename was read,
+    /// reported its file a second time.
+    func testADirectoryRenamedOntoANameTheWalkCouldNotOpenIsReportedOnce() throws {
+        let outside = TemporaryDirectory()
+        let hook = BeforeListing()
+        let loop = try EventLoop(system: System(.live.listing(hook)))
+        defer {
+            watcher?.invalidate()
+            watcher = nil
+            loop.shutdown()
+        }
+        for round in 0..<20 {
+            XCTAssertEqual(Glibc.mkdir(directory.url("x\(round)"), 0o755), 0)
+            XCTAssertEqual(Glibc.mkdir(outside.url("in\(round)"), 0o755), 0)
+        }
+        try watchTree(loop: loop)
+        for round in 0..<20 {
+            let directory = self.directory!
+            hook.arm(directory.url("in\(round)")) {
+                Glibc.mkdir(directory.url("x\(round)/q"), 0o755)
+                directory.touch("x\(round)/q/f")
+                Glibc.rename(directory.url("x\(round)/q"), directory.url("in\(round)/r"))
+                Glibc.rename(directory.url("in\(round)"), directory.url("z\(round)"))
+            }
+            rename(outside.url("in\(round)"), directory.url("in\(round)"))
+            waitForDelivery(watcher)
+            XCTAssertFalse(hook.isArmed, "round \(round): the directory was listed")
+            assertTheStreamAddsUp("round \(round)")
+            directory.touch("z\(round)/r/later")
+            assertTheStreamAddsUp("round \(round), later")
+        }
+    }
+
     /// Issue 26: a live `RENAME_EXCHANGE` of `fa` and `fb` came as `renamed fa -> fb` then
     /// `renamed fb -> fa`, which applied in order loses a name; in trees, later changes below two
     /// exchanged directories carried the other's path.
@@ -294,6 +331,10 @@ final class FanotifyTreeChurnTests: TreeChurnTests {
 
     override func testADirectoryMovedOnFromASubtreeRemovedBeforeItsListingComesFromNowhere() throws {
         try super.testADirectoryMovedOnFromASubtreeRemovedBeforeItsListingComesFromNowhere()
+    }
+
+    override func testADirectoryRenamedOntoANameTheWalkCouldNotOpenIsReportedOnce() throws {
+        try super.testADirectoryRenamedOntoANameTheWalkCouldNotOpenIsReportedOnce()
     }
 
     override func testAnExchangeIsOneChangeAndTheTreeFollowsIt() throws {

@@ -456,6 +456,9 @@ extension Router {
         {
             for wd in tree.remove(moved) { release(wd, for: subscription) }
         } else {
+            // A directory the walk found under this name and could not open is not tried again:
+            // the name holds the one moved, reported as it is.
+            if !tree.unreached.isEmpty { tree.unreached.removeAll { $0.parent === target && $0.name[...] == name } }
             tree.move(moved, to: Array(name), in: target)
             retryUnreached(in: tree, for: subscription)
             if tree.isLazy { retryUnlisted(in: tree, for: subscription) }
