@@ -119,6 +119,23 @@ final class KnownDirectoryTests: XCTestCase {
         XCTAssertEqual(summary(directory.differences(to: now)), ["renamed b -> d"])
     }
 
+    /// A tree's listing vouches for the inodes it read, through the events that change the
+    /// entries and the renames that carry them; an inode learnt after an event does not (it is
+    /// whatever was at the name then, maybe an entry whose move there is still to be read).
+    func testTheInodesOfATreesListingAreListedAndLearntOnesAreNot() {
+        let directory = KnownDirectory(
+            listing: [(Array("a".utf8), 7, false), (Array("d".utf8), 8, true)], listedAfter: time(10), at: time(11))
+        XCTAssertEqual(directory.listedInode(Array("a".utf8)[...]), 7)
+        _ = directory.apply(event(InotifyMask.attributes, "a"), at: time(12))
+        directory.renamed(from: Array("d".utf8)[...], to: Array("e".utf8)[...], isDirectory: true, at: time(12))
+        XCTAssertEqual(directory.listedInode(Array("a".utf8)[...]), 7)
+        XCTAssertEqual(directory.listedInode(Array("e".utf8)[...]), 8)
+        XCTAssertTrue(directory.apply(event(InotifyMask.create, "b"), at: time(12)))
+        learn(directory, [("a", 7), ("b", 9), ("e", 8)], listedAfter: time(20))
+        XCTAssertNil(directory.listedInode(Array("b".utf8)[...]))
+        XCTAssertNil(directory.listedInode(Array("c".utf8)[...]))
+    }
+
     func testTheKernelsCreationOfANameARescanReportedIsNotNews() {
         let directory = KnownDirectory(snapshot(["a": file(inode: 7, born: 10)]))
         XCTAssertFalse(directory.apply(event(InotifyMask.create, "a"), at: time(100)))

@@ -12,9 +12,11 @@ class TreeChurnTests: WatchedDirectoryTestCase {
     var backend: DirectoryWatcher.Backend { .inotify }
     private var model: TreeModel!
 
-    private func watchTree() throws {
+    private func watchTree(loop: EventLoop? = nil) throws {
         let options = DirectoryWatcher.Options(recursive: true, backend: backend)
-        try watch { try DirectoryWatcher.make(path: directory.path, options: options, delegate: $0, queue: nil) }
+        try watch {
+            try DirectoryWatcher.make(path: directory.path, options: options, delegate: $0, queue: nil, loop: loop)
+        }
         _ = watcher.watchedDirectories()
         model = TreeModel.ofDisk(directory.path)
     }
@@ -76,6 +78,175 @@ class TreeChurnTests: WatchedDirectoryTestCase {
             rename(directory.url("in\(round)/m"), directory.url("x\(round)/m2"))
             assertTheStreamAddsUp("round \(round)")
             directory.touch("x\(round)/m2/inner/later")
+            assertTheStreamAddsUp("round \(round), later")
+        }
+    }
+
+    /// A directory of the tree renamed into a directory that has just come in, after the walk
+    /// watched that directory and before it listed it, with a file made in it and one removed
+    /// just before: the listing meets it at its new path and reports it there with what it
+    /// holds, and the events of the two changes follow at that path. The rename's own events,
+    /// read after them, were reported as a rename as well, and applied, the consumer's copy from
+    /// before the changes replaced what they had said (the file made missing, the one removed
+    /// back). Its arrival is said already: only its departure is news.
+    func testADirectoryRenamedIntoANewDirectoryBetweenItsWatchAndItsListingIsReportedOnce() throws {
+        let outside = TemporaryDirectory()
+        let hook = BeforeListing()
+        let loop = try EventLoop(system: System(.live.listing(hook)))
+        defer {
+            watcher?.invalidate()
+            watcher = nil
+            loop.shutdown()
+        }
+        for round in 0..<20 {
+            makeSubtree(directory.url("x\(round)"))
+            for made in [outside.url("in\(round)"), outside.url("in\(round)/n")] {
+                XCTAssertEqual(Glibc.mkdir(made, 0o755), 0, made)
+            }
+        }
+        try watchTree(loop: loop)
+        for round in 0..<20 {
+            let directory = self.directory!
+            hook.arm(directory.url("in\(round)/n")) {
+                directory.touch("x\(round)/made")
+                unlink(directory.url("x\(round)/f"))
+                Glibc.rename(directory.url("x\(round)"), directory.url("in\(round)/n/sub"))
+            }
+            rename(outside.url("in\(round)"), directory.url("in\(round)"))
+            // The walk, and what the hook does in it, runs as the move in is routed: its events
+            // are read after this barrier's, and before the next one's.
+            waitForDelivery(watcher)
+            XCTAssertFalse(hook.isArmed, "round \(round): the directory was listed")
+            assertTheStreamAddsUp("round \(round)")
+            directory.touch("in\(round)/n/sub/inner/later")
+            assertTheStreamAddsUp("round \(round), later")
+        }
+    }
+
+    /// A directory moved in from outside into a directory that has just come in, after the walk
+    /// watched that directory and before it listed it: the listing reports it with what it
+    /// holds, and the move's event, read after, is a repeat. On inotify it was reported as a
+    /// move in as well, which to a consumer is an empty directory in place of the one the
+    /// listing reported: what it holds was lost.
+    func testADirectoryMovedInToANewDirectoryBetweenItsWatchAndItsListingIsReportedOnce() throws {
+        let outside = TemporaryDirectory()
+        let hook = BeforeListing()
+        let loop = try EventLoop(system: System(.live.listing(hook)))
+        defer {
+            watcher?.invalidate()
+            watcher = nil
+            loop.shutdown()
+        }
+        for round in 0..<20 {
+            makeSubtree(outside.url("y\(round)"))
+            for made in [outside.url("in\(round)"), outside.url("in\(round)/n")] {
+                XCTAssertEqual(Glibc.mkdir(made, 0o755), 0, made)
+            }
+        }
+        try watchTree(loop: loop)
+        for round in 0..<20 {
+            let directory = self.directory!
+            hook.arm(directory.url("in\(round)/n")) {
+                Glibc.rename(outside.url("y\(round)"), directory.url("in\(round)/n/sub"))
+            }
+            rename(outside.url("in\(round)"), directory.url("in\(round)"))
+            waitForDelivery(watcher)
+            XCTAssertFalse(hook.isArmed, "round \(round): the directory was listed")
+            assertTheStreamAddsUp("round \(round)")
+            directory.touch("in\(round)/n/sub/inner/later")
+            assertTheStreamAddsUp("round \(round), later")
+        }
+    }
+
+    /// While the loop is held: a subtree moved in, another directory moved in, and the first
+    /// renamed into the second. The first one's walk finds it gone; the second's lists it and
+    /// reports it with what it holds; the rename, read last, adds only the first one's departure
+    /// (fanotify, which sees both ends of the rename, walked it again and reported what it holds
+    /// a second time, once the rename was no longer reported).
+    func testASubtreeRenamedIntoADirectoryMovedInWhileTheLoopIsHeldIsReportedOnce() throws {
+        let outside = TemporaryDirectory()
+        for round in 0..<20 {
+            XCTAssertEqual(Glibc.mkdir(directory.url("x\(round)"), 0o755), 0)
+            makeSubtree(outside.url("a\(round)"))
+            XCTAssertEqual(Glibc.mkdir(outside.url("m\(round)"), 0o755), 0)
+        }
+        try watchTree()
+        for round in 0..<20 {
+            let staller = try Staller(test: self)
+            rename(outside.url("a\(round)"), directory.url("x\(round)/a"))
+            rename(outside.url("m\(round)"), directory.url("m\(round)"))
+            rename(directory.url("x\(round)/a"), directory.url("m\(round)/r"))
+            staller.resume()
+            assertTheStreamAddsUp("round \(round)")
+            directory.touch("m\(round)/r/inner/later")
+            assertTheStreamAddsUp("round \(round), later")
+        }
+    }
+
+    /// A subtree moved in, and before its walk lists it, its directory moved on and it removed:
+    /// the listing finds it gone and reports nothing of what it held, so the move of its
+    /// directory, read after, comes from nowhere. It was reported as a rename from a path the
+    /// consumer never heard of.
+    func testADirectoryMovedOnFromASubtreeRemovedBeforeItsListingComesFromNowhere() throws {
+        let outside = TemporaryDirectory()
+        let hook = BeforeListing()
+        let loop = try EventLoop(system: System(.live.listing(hook)))
+        defer {
+            watcher?.invalidate()
+            watcher = nil
+            loop.shutdown()
+        }
+        for round in 0..<20 { makeSubtree(outside.url("in\(round)")) }
+        try watchTree(loop: loop)
+        for round in 0..<20 {
+            let directory = self.directory!
+            hook.arm(directory.url("in\(round)")) {
+                Glibc.rename(directory.url("in\(round)/inner"), directory.url("m\(round)"))
+                unlink(directory.url("in\(round)/f"))
+                rmdir(directory.url("in\(round)"))
+            }
+            rename(outside.url("in\(round)"), directory.url("in\(round)"))
+            waitForDelivery(watcher)
+            XCTAssertFalse(hook.isArmed, "round \(round): the directory was listed")
+            assertTheStreamAddsUp("round \(round)")
+            directory.touch("m\(round)/later")
+            assertTheStreamAddsUp("round \(round), later")
+        }
+    }
+
+    /// A subtree moved in, and before its walk lists it, a directory made with a file in it
+    /// elsewhere in the tree, renamed into the subtree, and the subtree renamed: the listing shows
+    /// the directory, which cannot be opened at the old path, and the rename into the subtree,
+    /// read after, reports it with what it holds. On fanotify the walk tried it again as a
+    /// directory met before the event that brought it, and once the subtree's rename was read,
+    /// reported its file a second time.
+    func testADirectoryRenamedOntoANameTheWalkCouldNotOpenIsReportedOnce() throws {
+        let outside = TemporaryDirectory()
+        let hook = BeforeListing()
+        let loop = try EventLoop(system: System(.live.listing(hook)))
+        defer {
+            watcher?.invalidate()
+            watcher = nil
+            loop.shutdown()
+        }
+        for round in 0..<20 {
+            XCTAssertEqual(Glibc.mkdir(directory.url("x\(round)"), 0o755), 0)
+            XCTAssertEqual(Glibc.mkdir(outside.url("in\(round)"), 0o755), 0)
+        }
+        try watchTree(loop: loop)
+        for round in 0..<20 {
+            let directory = self.directory!
+            hook.arm(directory.url("in\(round)")) {
+                Glibc.mkdir(directory.url("x\(round)/q"), 0o755)
+                directory.touch("x\(round)/q/f")
+                Glibc.rename(directory.url("x\(round)/q"), directory.url("in\(round)/r"))
+                Glibc.rename(directory.url("in\(round)"), directory.url("z\(round)"))
+            }
+            rename(outside.url("in\(round)"), directory.url("in\(round)"))
+            waitForDelivery(watcher)
+            XCTAssertFalse(hook.isArmed, "round \(round): the directory was listed")
+            assertTheStreamAddsUp("round \(round)")
+            directory.touch("z\(round)/r/later")
             assertTheStreamAddsUp("round \(round), later")
         }
     }
@@ -177,6 +348,26 @@ final class FanotifyTreeChurnTests: TreeChurnTests {
 
     override func testADirectoryMovedOnAsSoonAsItsTreeMovedInIsReportedWhole() throws {
         try super.testADirectoryMovedOnAsSoonAsItsTreeMovedInIsReportedWhole()
+    }
+
+    override func testADirectoryRenamedIntoANewDirectoryBetweenItsWatchAndItsListingIsReportedOnce() throws {
+        try super.testADirectoryRenamedIntoANewDirectoryBetweenItsWatchAndItsListingIsReportedOnce()
+    }
+
+    override func testADirectoryMovedInToANewDirectoryBetweenItsWatchAndItsListingIsReportedOnce() throws {
+        try super.testADirectoryMovedInToANewDirectoryBetweenItsWatchAndItsListingIsReportedOnce()
+    }
+
+    override func testASubtreeRenamedIntoADirectoryMovedInWhileTheLoopIsHeldIsReportedOnce() throws {
+        try super.testASubtreeRenamedIntoADirectoryMovedInWhileTheLoopIsHeldIsReportedOnce()
+    }
+
+    override func testADirectoryMovedOnFromASubtreeRemovedBeforeItsListingComesFromNowhere() throws {
+        try super.testADirectoryMovedOnFromASubtreeRemovedBeforeItsListingComesFromNowhere()
+    }
+
+    override func testADirectoryRenamedOntoANameTheWalkCouldNotOpenIsReportedOnce() throws {
+        try super.testADirectoryRenamedOntoANameTheWalkCouldNotOpenIsReportedOnce()
     }
 
     override func testAnExchangeIsOneChangeAndTheTreeFollowsIt() throws {

@@ -34,6 +34,10 @@ final class KnownDirectory {
         /// read, no other file had it.
         var inode: UInt64 = 0
         var bornBy = Snapshot.Time.unvouched
+        /// Its inode was read by a listing (a tree's, which reads no status), as the watchers
+        /// know the entry, rather than learnt after an event: a learnt inode is the one at the
+        /// name when it was learnt, which may be an entry whose move there is still to be read.
+        var isListed = false
 
         /// Whether a rescan follows the file by its inode rather than by its name.
         var isFollowedByInode: Bool { inode != 0 && bornBy != .unvouched }
@@ -63,7 +67,7 @@ final class KnownDirectory {
                 .unsure(
                     Unsure(
                         isDirectory: entry.isDirectory, since: now, createdOnly: false, inode: entry.inode,
-                        bornBy: bornBy)), forName: entry.name[...])
+                        bornBy: bornBy, isListed: true)), forName: entry.name[...])
         }
     }
 
@@ -132,7 +136,7 @@ final class KnownDirectory {
         case .entry(let entry):
             return Unsure(
                 isDirectory: entry.kind == .directory, since: now, createdOnly: false, inode: entry.inode,
-                bornBy: entry.born ?? now)
+                bornBy: entry.born ?? now, isListed: true)
         case .unsure(var unsure):
             unsure.since = now
             unsure.createdOnly = false
@@ -154,12 +158,15 @@ final class KnownDirectory {
         if let other { entries.updateValue(other, forName: first) }
     }
 
-    /// The inode of `name` as a listing read it, when nothing has changed it since; nil otherwise.
+    /// The inode of `name` as a listing read it (a snapshot's status, or a tree's listing, which
+    /// reads no status), kept through the events that changed the entry since (a rename keeps
+    /// it); nil when no listing read it (an inode learnt after an event does not count).
     func listedInode(_ name: ArraySlice<UInt8>) -> UInt64? {
-        guard let record = entries.record(forName: name), case .entry(let entry) = entries[record: record] else {
-            return nil
+        guard let record = entries.record(forName: name) else { return nil }
+        switch entries[record: record] {
+        case .entry(let entry): return entry.inode
+        case .unsure(let unsure): return unsure.isListed && unsure.inode != 0 ? unsure.inode : nil
         }
-        return entry.inode
     }
 
     /// The inode of `name` when one was read for it (by a listing, or learnt since); nil otherwise.
@@ -217,6 +224,7 @@ final class KnownDirectory {
                 unsure.inode == 0 || unsure.bornBy == .unvouched
             else { return }
             unsure.inode = inode
+            unsure.isListed = false
             if unsure.since.isAfter(bornBy) {
                 unsure.bornBy = .unvouched
                 stillLacking = true

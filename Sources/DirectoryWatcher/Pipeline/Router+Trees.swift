@@ -264,7 +264,14 @@ extension Router {
         for subscription: Subscription, reporting: Bool, foundByRescan: Bool
     ) -> [WalkStep] {
         guard let directory = result.known else {
-            if let failure = result.failure { treeFailed(failure, at: path, for: subscription) }
+            if let failure = result.failure {
+                // Removed before it was listed: nothing in it was reported, so what its events
+                // say left it (a directory moved on from it) comes from nowhere.
+                if reporting, failure.errno == ENOENT, known[node.wd] == nil {
+                    known[node.wd] = KnownDirectory(listing: [], listedAfter: birthClock(), at: wallClock())
+                }
+                treeFailed(failure, at: path, for: subscription)
+            }
             return []
         }
         expectListingEcho(node.wd)
@@ -397,13 +404,21 @@ extension Router {
         }
     }
 
+    /// `arrivalListed`: the target's listing, read after the move, showed the directory there
+    /// already, and the walk that listing began reported it with what it holds.
     func treeMoved(
         from: InotifyEvent, to: InotifyEvent, sources: [WatchTable<Subscription>.Watch],
-        targets: [WatchTable<Subscription>.Watch]
+        targets: [WatchTable<Subscription>.Watch], arrivalListed: Bool = false
     ) {
         forEachTree(of: sources, targets) { subscription, tree, source, target in
             if let source, let target, let moved = source.child(from.name), tree.node(target.wd) === target {
                 move(moved, to: to.name, in: target, of: tree, for: subscription)
+            } else if arrivalListed {
+                // Its departure alone is left: walked again at its new path (a fanotify tree walks
+                // a directory it met early afresh), what it holds would be reported twice.
+                if let source {
+                    treeChanged(from.name, at: source, appeared: false, for: subscription, foundByRescan: false)
+                }
             } else if tree.isLazy, let source, target != nil,
                 !tree.unreached.contains(where: { $0.parent === source && $0.name[...] == from.name }),
                 !(subscription.exclusions?.excludes(source.path.appending(bytes: from.name), under: subscription.root)
@@ -441,6 +456,9 @@ extension Router {
         {
             for wd in tree.remove(moved) { release(wd, for: subscription) }
         } else {
+            // A directory the walk found under this name and could not open is not tried again:
+            // the name holds the one moved, reported as it is.
+            if !tree.unreached.isEmpty { tree.unreached.removeAll { $0.parent === target && $0.name[...] == name } }
             tree.move(moved, to: Array(name), in: target)
             retryUnreached(in: tree, for: subscription)
             if tree.isLazy { retryUnlisted(in: tree, for: subscription) }

@@ -721,8 +721,8 @@ final class Router {
         if !event.name.isEmpty, let directory = known[event.wd] {
             // A move in that a listing read after the watch already showed (an inotify tree's new
             // directory, listed as things moved into it): the same inode is still there, so it is
-            // a repeat, not a replacement. (One statx, for a move onto a name listed and unchanged
-            // since.)
+            // a repeat, not a replacement. (One statx, for a move onto a name whose inode a
+            // listing read: a tree's listing reads every entry's.)
             if event.has(InotifyMask.movedTo), directory.suppressesRepeats, !FanotifyMarks.isFanotify(event.wd),
                 let listed = directory.listedInode(event.name), entryInode(Array(event.name), in: event.wd) == listed
             {
@@ -766,6 +766,12 @@ final class Router {
             handle(to)
             return
         }
+        // A directory that the target's listing, read after the move, shows already: a tree's
+        // walk met it there, as the directory the tree knew, and reported it with what it holds,
+        // and the events read since about what is in it carried its new path. Its arrival was
+        // said; its departure alone is news. (Reported as a rename, it would put the consumer's
+        // copy of the directory from its old path over what those events said.)
+        let arrivalListed = to.has(InotifyMask.isDirectory) && isListed(to)
         if from.wd == to.wd {
             known[from.wd]?.renamed(
                 from: from.name, to: to.name, isDirectory: to.has(InotifyMask.isDirectory), at: wallNow)
@@ -800,6 +806,14 @@ final class Router {
                 guard source.covers(from.name) || target.covers(to.name),
                     source.mask & InotifyMask.movedFrom != 0 || target.mask & InotifyMask.movedTo != 0
                 else { continue }
+                if arrivalListed {
+                    if let change = ChangeTranslation.change(
+                        for: from, in: source.directory, mask: source.mask, entry: source.entry)
+                    {
+                        collect(change, for: source.subscriber)
+                    }
+                    continue
+                }
                 collect(
                     ChangeTranslation.rename(to: to, path: target.path(of: to.name), from: source.path(of: from.name)),
                     for: source.subscriber)
@@ -809,7 +823,7 @@ final class Router {
                 collect(change, for: source.subscriber)
             }
         }
-        for target in targets where !target.subscriber.loop.isEnded {
+        for target in targets where !target.subscriber.loop.isEnded && !arrivalListed {
             if sources.contains(where: { $0.subscriber === target.subscriber }) { continue }
             if var change = ChangeTranslation.change(
                 for: to, in: target.directory, mask: target.mask, entry: target.entry)
@@ -819,7 +833,18 @@ final class Router {
                 collect(change, for: target.subscriber)
             }
         }
-        if to.has(InotifyMask.isDirectory) { treeMoved(from: from, to: to, sources: sources, targets: targets) }
+        if to.has(InotifyMask.isDirectory) {
+            treeMoved(from: from, to: to, sources: sources, targets: targets, arrivalListed: arrivalListed)
+        }
+    }
+
+    /// Whether the entry a move brought in is the one a listing read after it showed already:
+    /// its inode, as that listing read it, is still at its name. (One statx, for a directory
+    /// moved onto a name known with its inode.)
+    private func isListed(_ arrival: InotifyEvent) -> Bool {
+        guard let target = known[arrival.wd], target.suppressesRepeats, let inode = target.listedInode(arrival.name)
+        else { return false }
+        return entryInode(Array(arrival.name), in: arrival.wd) == inode
     }
 
     func collect(_ change: DirectoryChange, for subscription: Subscription) {

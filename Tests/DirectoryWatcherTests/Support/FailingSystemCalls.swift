@@ -224,3 +224,43 @@ private enum QueueKind: Hashable {
         }
     }
 }
+
+/// Something to do once, just before the library first lists the directory at a path
+/// (``SystemCalls/listing(_:)``): on the loop's thread, after a tree's walk has watched that
+/// directory (or read its handle) and before it reads its entries.
+final class BeforeListing: @unchecked Sendable {
+    private let armed = LockedValue<(path: String, action: @Sendable () -> Void)?>(nil)
+
+    /// Runs `action` before the next listing of the directory at `path`.
+    func arm(_ path: String, _ action: @escaping @Sendable () -> Void) { armed.set((path, action)) }
+
+    /// Whether the action is still to run.
+    var isArmed: Bool { armed.get() != nil }
+
+    /// Runs the action if `fd` is the directory it waits for.
+    fileprivate func strike(_ fd: Int32) {
+        guard let path = armed.get()?.path,
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(fd)")) == path
+        else { return }
+        var action: (@Sendable () -> Void)?
+        armed.update {
+            action = $0?.action
+            $0 = nil
+        }
+        action?()
+    }
+}
+
+extension SystemCalls {
+    /// This table, with `hook`'s action run before the first `getdents64` of the directory it
+    /// waits for.
+    func listing(_ hook: BeforeListing) -> SystemCalls {
+        var calls = self
+        let getdents64 = self.getdents64
+        calls.getdents64 = { fd, buffer, count in
+            if hook.isArmed { hook.strike(fd) }
+            return getdents64(fd, buffer, count)
+        }
+        return calls
+    }
+}
