@@ -22,12 +22,14 @@ class FanotifyLifetimeTests: WatchedDirectoryTestCase {
         }
         let stop = LockedValue(false)
         let target = directory!
+        let writerDone = expectation(description: "the writer stopped")
         let writer = Thread {
             var index = 0
             while !stop.get() {
                 target.touch("t\(index % 8)/d\(index % 10)/f\(index % 7)")
                 index += 1
             }
+            writerDone.fulfill()
         }
         writer.start()
         let failures = LockedValue<[String]>([])
@@ -46,6 +48,8 @@ class FanotifyLifetimeTests: WatchedDirectoryTestCase {
             }
         }
         stop.set(true)
+        // Its last file closed: a file it has open is not a descriptor the trees left behind.
+        wait(for: [writerDone], timeout: 30)
         waitForDelivery(keeper)
         XCTAssertEqual(failures.get(), [])
         // The marks' mount descriptors go with their last tree, and the group with the last mark.
