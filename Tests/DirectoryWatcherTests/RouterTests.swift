@@ -200,23 +200,29 @@ final class RouterTests: XCTestCase {
         XCTAssertEqual(d.rootsGone, 1)
     }
 
-    /// A consumer with room for one change (an async sequence's buffer) takes the first of two
-    /// files, and its catch-up runs in a wake-up that also read the creation of a third: that
-    /// creation is found by the listing, and reported once, by it, after the notice (before the
-    /// fix it also came first, from its event: twice in one batch).
-    func testACatchUpDoesNotRepeatTheEventsReadInItsOwnWakeUp() throws {
+    /// A consumer of `/d` with room for one change (an async sequence's buffer), given two files
+    /// at once: it has the first, and owes a catch-up. Also returns how to make a creation event.
+    private func consumerBehindByOne() throws -> (Subscription, BatchRecorder, (String) -> InotifyEvent) {
         let subscription = Subscription(
             root: "/d", mask: DirectoryWatcher.Options().events.inotifyMask, target: .mailbox(Mailbox(mayBlock: true)),
             keepsSnapshot: true, limit: 1, strictLimit: true, acknowledgesLater: true)
         let d = BatchRecorder()
         subscription.receiver = d
-        XCTAssertNil(router.subscribe(subscription))
+        if let failure = router.subscribe(subscription) { throw failure }
         let descriptor = wd("/d")
-        func created(_ name: String) -> InotifyEvent {
-            InotifyEvent(wd: descriptor, mask: InotifyMask.create, name: Array(name.utf8))
+        let created = { (name: String) in InotifyEvent(wd: descriptor, mask: InotifyMask.create, name: Array(name.utf8))
         }
         read([created("a"), created("b")])
         XCTAssertEqual(d.batches, [[DirectoryChange(.created, "/d/a")]], "what fits in the buffer")
+        return (subscription, d, created)
+    }
+
+    /// A consumer with room for one change (an async sequence's buffer) takes the first of two
+    /// files, and its catch-up runs in a wake-up that also read the creation of a third: that
+    /// creation is found by the listing, and reported once, by it, after the notice (before the
+    /// fix it also came first, from its event: twice in one batch).
+    func testACatchUpDoesNotRepeatTheEventsReadInItsOwnWakeUp() throws {
+        let (subscription, d, created) = try consumerBehindByOne()
         // The consumer takes it: the backlog is delivered, and the catch-up is due.
         subscription.acknowledge(1)
         router.backlogDrained(subscription)
@@ -242,18 +248,7 @@ final class RouterTests: XCTestCase {
     /// once (before the fix the pause handed its event over first, so it came twice: once as it
     /// happened, once found on resuming).
     func testAPauseDuringACatchUpDoesNotRepeatTheEventsReadInItsWakeUp() throws {
-        let subscription = Subscription(
-            root: "/d", mask: DirectoryWatcher.Options().events.inotifyMask, target: .mailbox(Mailbox(mayBlock: true)),
-            keepsSnapshot: true, limit: 1, strictLimit: true, acknowledgesLater: true)
-        let d = BatchRecorder()
-        subscription.receiver = d
-        XCTAssertNil(router.subscribe(subscription))
-        let descriptor = wd("/d")
-        func created(_ name: String) -> InotifyEvent {
-            InotifyEvent(wd: descriptor, mask: InotifyMask.create, name: Array(name.utf8))
-        }
-        read([created("a"), created("b")])
-        XCTAssertEqual(d.batches, [[DirectoryChange(.created, "/d/a")]], "what fits in the buffer")
+        let (subscription, d, created) = try consumerBehindByOne()
         // The consumer takes it, and its catch-up is due; in the next wake-up c's event is
         // read, then the pause's task runs.
         subscription.acknowledge(1)
