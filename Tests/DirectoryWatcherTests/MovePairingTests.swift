@@ -59,6 +59,22 @@ final class MovePairingTests: XCTestCase {
         XCTAssertNil(pairing.deadline)
     }
 
+    /// The router gives up on a departure it knows will get no partner (an exchange's with a
+    /// place not watched) before its window ends: it leaves at once, with what waited behind it,
+    /// and another waiting half keeps waiting.
+    func testAFromGivenUpOnLeavesAtOnceInOrder() {
+        var pairing = MovePairing(window: window)
+        var out: [MovePairing.Item] = []
+        pairing.push(from(5, "left"), now: 0) { out.append($0) }
+        pairing.push(create("behind"), now: 1) { out.append($0) }
+        pairing.push(from(6, "other"), now: 2) { out.append($0) }
+        pairing.giveUp(where: { $0.cookie == 7 }) { out.append($0) }
+        XCTAssertEqual(out, [], "no such half: nothing leaves")
+        pairing.giveUp(where: { $0.cookie == 5 }) { out.append($0) }
+        XCTAssertEqual(out, [.event(from(5, "left")), .event(create("behind"))])
+        XCTAssertEqual(pairing.deadline, 2 + window)
+    }
+
     func testUnmatchedToIsAMoveIn() {
         var pairing = MovePairing(window: window)
         var out: [MovePairing.Item] = []

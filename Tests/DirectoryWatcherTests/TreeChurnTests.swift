@@ -24,11 +24,11 @@ class TreeChurnTests: WatchedDirectoryTestCase {
     /// The changes delivered since the last check, applied to the model, give the disk; returns
     /// them.
     @discardableResult
-    private func assertTheStreamAddsUp(_ what: String, file: StaticString = #filePath, line: UInt = #line)
-        -> [DirectoryChange]
-    {
+    private func assertTheStreamAddsUp(
+        _ what: String, queueLost: Bool = false, file: StaticString = #filePath, line: UInt = #line
+    ) -> [DirectoryChange] {
         let changes = delivered()
-        let problems = model.apply(changes)
+        let problems = model.apply(changes, queueLost: queueLost)
         if let report = model.differences(problems) {
             XCTFail(
                 "\(what): \(report)\nchanges:\n\(changes.map(\.description).joined(separator: "\n"))", file: file,
@@ -334,6 +334,257 @@ class TreeChurnTests: WatchedDirectoryTestCase {
             ])
     }
 
+    private func exchange(_ first: String, _ second: String) {
+        XCTAssertEqual(
+            RenameExchange.exchange(directory.url(first), directory.url(second)), 0,
+            "exchange \(first) \(second): \(String(cString: strerror(errno)))")
+    }
+
+    /// An exchange (of a file and a directory, of two files, of two directories) between two
+    /// directories that are both renamed at once after it, while the loop is held: when the
+    /// watcher reads the exchange, the paths it knows for the two directories lead nowhere, so
+    /// the disk cannot tell it from a rename and its way back. It came as two renames, one of
+    /// them a file's onto a directory's name.
+    func testAnExchangeBetweenDirectoriesRenamedAtOnceAfterItIsOneChange() throws {
+        let pairs = [("f", "sub"), ("f", "g"), ("d", "sub")]
+        for round in 0..<12 {
+            for parent in ["a\(round)", "b\(round)"] { XCTAssertEqual(Glibc.mkdir(directory.url(parent), 0o755), 0) }
+            directory.touch("a\(round)/f")
+            directory.touch("b\(round)/g")
+            makeSubtree(directory.url("a\(round)/d"))
+            makeSubtree(directory.url("b\(round)/sub"))
+        }
+        try watchTree()
+        for round in 0..<12 {
+            let (first, second) = pairs[round % pairs.count]
+            let staller = try Staller(test: self)
+            exchange("a\(round)/\(first)", "b\(round)/\(second)")
+            rename(directory.url("a\(round)"), directory.url("a\(round)x"))
+            rename(directory.url("b\(round)"), directory.url("b\(round)x"))
+            staller.resume()
+            let changes = assertTheStreamAddsUp("round \(round): \(first) and \(second)")
+            XCTAssertTrue(changes.contains { $0.kind == .exchanged }, "round \(round): one exchange: \(changes)")
+        }
+    }
+
+    /// A directory made in the tree and at once exchanged with another directory of it, while the
+    /// loop is held: the new directory's walk meets the other one under its name, as the tree's
+    /// directory moved there, and reports it there with what it holds. The exchange, read after,
+    /// then swapped the two again: that directory's contents came twice, the new one's never.
+    /// (Its parent made too, only the parent's events are read.)
+    func testAnExchangeWithADirectoryJustMadeAddsUp() throws {
+        for round in 0..<20 {
+            XCTAssertEqual(Glibc.mkdir(directory.url("r\(round)"), 0o755), 0)
+            makeSubtree(directory.url("x\(round)"))
+        }
+        try watchTree()
+        for round in 0..<20 {
+            let made = round % 2 == 0 ? "r\(round)/p" : "n\(round)/p"
+            let staller = try Staller(test: self)
+            try FileManager.default.createDirectory(
+                atPath: directory.url("\(made)/q"), withIntermediateDirectories: true)
+            directory.touch("\(made)/q/f")
+            exchange(made, "x\(round)")
+            staller.resume()
+            assertTheStreamAddsUp("round \(round): \(made)")
+            directory.touch("\(made)/inner/later")
+            directory.touch("x\(round)/q/later")
+            assertTheStreamAddsUp("round \(round), later")
+        }
+    }
+
+    /// While the loop is held: directories made, a directory of the tree renamed into them, and
+    /// it exchanged at once with another directory of the tree. Its parent's watch came after
+    /// both, so the tree sees the exchange as an arrival, then a departure, of the other
+    /// directory's name, with the arriving directory's own `IN_MOVE_SELF` between them: that
+    /// event let the arrival go alone, and the departure, read after, took away what it had
+    /// brought (the arriving directory and everything in it missing, 20 of 20 rounds; the
+    /// inotify soak with exchanges anywhere in a step, seed 2128936963).
+    func testAnExchangeOfADirectoryJustMovedIntoANewDirectoryAddsUp() throws {
+        for round in 0..<20 {
+            XCTAssertEqual(Glibc.mkdir(directory.url("r\(round)"), 0o755), 0)
+            makeSubtree(directory.url("r\(round)/x"))
+            makeSubtree(directory.url("r\(round)/y"))
+            directory.touch("r\(round)/y/only-y")
+        }
+        try watchTree()
+        for round in 0..<20 {
+            let staller = try Staller(test: self)
+            try FileManager.default.createDirectory(
+                atPath: directory.url("n\(round)/m"), withIntermediateDirectories: true)
+            rename(directory.url("r\(round)/x"), directory.url("n\(round)/m/sub"))
+            exchange("n\(round)/m/sub", "r\(round)/y")
+            staller.resume()
+            assertTheStreamAddsUp("round \(round)")
+            directory.touch("r\(round)/y/inner/later")
+            directory.touch("n\(round)/m/sub/inner/later")
+            assertTheStreamAddsUp("round \(round), later")
+        }
+    }
+
+    /// While the loop is held, directories made and a directory of the tree renamed into them
+    /// (the new directories' walk meets it there before its rename's event); then, read, it is
+    /// exchanged with a file of the tree. It was still marked as met early, and the exchange was
+    /// taken for the move that mark stood for: the file's departure, then the directory again
+    /// under the file's name, and the directory kept at its own name too (the inotify soak with
+    /// exchanges anywhere in a step, seed 2128943969).
+    func testAnExchangeOfADirectoryAWalkMetEarlyBeforeAddsUp() throws {
+        for round in 0..<20 {
+            makeSubtree(directory.url("x\(round)"))
+            directory.touch("x\(round)/only-x")
+            directory.touch("r\(round)")
+        }
+        try watchTree()
+        for round in 0..<20 {
+            let staller = try Staller(test: self)
+            try FileManager.default.createDirectory(
+                atPath: directory.url("n\(round)/m"), withIntermediateDirectories: true)
+            rename(directory.url("x\(round)"), directory.url("n\(round)/m/sub"))
+            staller.resume()
+            assertTheStreamAddsUp("round \(round), renamed")
+            exchange("r\(round)", "n\(round)/m/sub")
+            assertTheStreamAddsUp("round \(round), exchanged")
+            directory.touch("r\(round)/inner/later")
+            assertTheStreamAddsUp("round \(round), later")
+        }
+    }
+
+    /// A subtree moved into a directory, and that directory at once exchanged with a file, while
+    /// the loop is held: the subtree's walk, at the path its event names, meets a file on the
+    /// way (`ENOTDIR`, not `ENOENT`), and what it held was never reported.
+    func testASubtreeMovedIntoADirectoryThenExchangedWithAFileIsReportedWhole() throws {
+        let outside = TemporaryDirectory()
+        for round in 0..<20 {
+            XCTAssertEqual(Glibc.mkdir(directory.url("d\(round)"), 0o755), 0)
+            directory.touch("file\(round)")
+            makeSubtree(outside.url("in\(round)"))
+        }
+        try watchTree()
+        for round in 0..<20 {
+            let staller = try Staller(test: self)
+            rename(outside.url("in\(round)"), directory.url("d\(round)/in"))
+            exchange("d\(round)", "file\(round)")
+            staller.resume()
+            assertTheStreamAddsUp("round \(round)")
+            directory.touch("file\(round)/in/inner/later")
+            assertTheStreamAddsUp("round \(round), later")
+        }
+    }
+
+    /// Directories exchanged across directories while the events were lost, one of them moved on
+    /// at once to where the rescan lists it first: its node moves there, and its old name, which
+    /// holds the other directory since, was taken for the same directory by its name (a directory
+    /// made while watching is known by name alone until the loop has a moment to learn its
+    /// inode). A directory of a fanotify tree made while watching has no inode read: its handle
+    /// tells the rescan whether its name still holds it.
+    func testDirectoriesExchangedAcrossDirectoriesWhileEventsWereLostAreFoundByTheRescan() throws {
+        RescanTests.waitForTheBirthClockToTick()
+        let loss = try QueueLoss(.fast, fanotify: backend == .fanotify)
+        defer {
+            watcher?.invalidate()
+            loss.shutdown()
+        }
+        try watchTree(loop: loss.loop)
+        for round in 0..<6 {
+            XCTAssertEqual(Glibc.mkdir(directory.url("a\(round)"), 0o755), 0)
+            XCTAssertEqual(Glibc.mkdir(directory.url("a\(round)/deep"), 0o755), 0)
+            makeSubtree(directory.url("a\(round)/deep/x"))
+            directory.touch("a\(round)/deep/x/only-x")
+            makeSubtree(directory.url("r\(round)"))
+            directory.touch("r\(round)/only-r")
+            makeSubtree(directory.url("s\(round)"))
+            directory.touch("s\(round)/only-s")
+            makeSubtree(directory.url("a\(round)/deep/z"))
+            directory.touch("a\(round)/deep/z/only-z")
+        }
+        // No barrier between: the loop, stalled in a callback right after it read what was made,
+        // has not learnt their inodes from a listing when the queue is lost.
+        try loss.lose(test: self, fillers: nil) {
+            for round in 0..<6 {
+                exchange("a\(round)/deep/x", "r\(round)")
+                rename(directory.url("r\(round)"), directory.url("c\(round)"))
+                exchange("s\(round)", "a\(round)/deep/z")
+            }
+        }
+        assertTheStreamAddsUp("exchanged while lost", queueLost: true)
+        for round in 0..<6 {
+            directory.touch("c\(round)/inner/later")
+            directory.touch("s\(round)/inner/later")
+            directory.touch("a\(round)/deep/z/inner/later")
+        }
+        assertTheStreamAddsUp("later")
+    }
+
+    /// Directories removed while the events were lost and others made, which the file system
+    /// may give the freed inode numbers (ext4 does, most often): the removed directory's watch
+    /// went with it, so a node's inode no longer vouches that a directory with that number is
+    /// the same one. The listing's birth bound does. (Before: a new directory with a removed
+    /// one's number was taken for it, renamed, with what the removed one held; the inotify soak,
+    /// seed 2128939231.)
+    func testADirectoryMadeWithTheNumberOfOneRemovedWhileEventsWereLostIsNew() throws {
+        XCTAssertEqual(Glibc.mkdir(directory.url("a"), 0o755), 0)
+        for round in 0..<20 {
+            XCTAssertEqual(Glibc.mkdir(directory.url("a/d\(round)"), 0o755), 0)
+        }
+        // Born before the first listing's tick, so that listing vouches for their inodes.
+        RescanTests.waitForTheBirthClockToTick()
+        let loss = try QueueLoss(.fast, fanotify: backend == .fanotify)
+        defer {
+            watcher?.invalidate()
+            loss.shutdown()
+        }
+        try watchTree(loop: loss.loop)
+        var reused = 0
+        try loss.lose(test: self, fillers: nil) {
+            for round in 0..<20 {
+                var old = stat()
+                XCTAssertEqual(lstat(directory.url("a/d\(round)"), &old), 0)
+                XCTAssertEqual(Glibc.rmdir(directory.url("a/d\(round)")), 0)
+                XCTAssertEqual(Glibc.mkdir(directory.url("a/p\(round)"), 0o755), 0)
+                directory.touch("a/p\(round)/made")
+                var new = stat()
+                XCTAssertEqual(lstat(directory.url("a/p\(round)"), &new), 0)
+                if new.st_ino == old.st_ino { reused += 1 }
+            }
+        }
+        assertTheStreamAddsUp("removed and made while lost (\(reused) of 20 numbers reused)", queueLost: true)
+        for round in 0..<20 { directory.touch("a/p\(round)/later") }
+        assertTheStreamAddsUp("later")
+    }
+
+    /// With the queue lost, two directories exchanged and the one now under the first name
+    /// moved into the other: the rescan finds the second directory renamed onto the first one's
+    /// name, and the first one's node, still under that name, was left in place, listed at a path
+    /// that holds the other directory since: what it held reported twice (the inotify soak with
+    /// exchanges while the queue is lost, seed 2128937978).
+    func testAnExchangeThenAMoveIntoTheOtherWhileEventsWereLostIsFoundByTheRescan() throws {
+        for round in 0..<6 {
+            for name in ["a\(round)", "b\(round)"] {
+                makeSubtree(directory.url(name))
+                directory.touch("\(name)/only-\(name)")
+            }
+        }
+        RescanTests.waitForTheBirthClockToTick()
+        let loss = try QueueLoss(.fast, fanotify: backend == .fanotify)
+        defer {
+            watcher?.invalidate()
+            loss.shutdown()
+        }
+        try watchTree(loop: loss.loop)
+        try loss.lose(test: self, fillers: nil) {
+            for round in 0..<6 {
+                exchange("a\(round)", "b\(round)")
+                rename(directory.url("a\(round)"), directory.url("b\(round)/c"))
+            }
+        }
+        assertTheStreamAddsUp("exchanged and moved while lost", queueLost: true)
+        for round in 0..<6 {
+            directory.touch("b\(round)/inner/later")
+            directory.touch("b\(round)/c/inner/later")
+        }
+        assertTheStreamAddsUp("later")
+    }
+
     private func path(_ name: String) -> FileSystemPath { FileSystemPath(directory.url(name)) }
 }
 
@@ -380,5 +631,37 @@ final class FanotifyTreeChurnTests: TreeChurnTests {
 
     override func testARenameOverANameAndBackIsNotAnExchange() throws {
         try super.testARenameOverANameAndBackIsNotAnExchange()
+    }
+
+    override func testAnExchangeBetweenDirectoriesRenamedAtOnceAfterItIsOneChange() throws {
+        try super.testAnExchangeBetweenDirectoriesRenamedAtOnceAfterItIsOneChange()
+    }
+
+    override func testAnExchangeWithADirectoryJustMadeAddsUp() throws {
+        try super.testAnExchangeWithADirectoryJustMadeAddsUp()
+    }
+
+    override func testAnExchangeOfADirectoryJustMovedIntoANewDirectoryAddsUp() throws {
+        try super.testAnExchangeOfADirectoryJustMovedIntoANewDirectoryAddsUp()
+    }
+
+    override func testADirectoryMadeWithTheNumberOfOneRemovedWhileEventsWereLostIsNew() throws {
+        try super.testADirectoryMadeWithTheNumberOfOneRemovedWhileEventsWereLostIsNew()
+    }
+
+    override func testAnExchangeOfADirectoryAWalkMetEarlyBeforeAddsUp() throws {
+        try super.testAnExchangeOfADirectoryAWalkMetEarlyBeforeAddsUp()
+    }
+
+    override func testAnExchangeThenAMoveIntoTheOtherWhileEventsWereLostIsFoundByTheRescan() throws {
+        try super.testAnExchangeThenAMoveIntoTheOtherWhileEventsWereLostIsFoundByTheRescan()
+    }
+
+    override func testASubtreeMovedIntoADirectoryThenExchangedWithAFileIsReportedWhole() throws {
+        try super.testASubtreeMovedIntoADirectoryThenExchangedWithAFileIsReportedWhole()
+    }
+
+    override func testDirectoriesExchangedAcrossDirectoriesWhileEventsWereLostAreFoundByTheRescan() throws {
+        try super.testDirectoriesExchangedAcrossDirectoriesWhileEventsWereLostAreFoundByTheRescan()
     }
 }

@@ -178,6 +178,19 @@ final class KnownDirectory {
         }
     }
 
+    /// The subdirectory `name` is the directory of `inode` (a tree's node for it has it), born
+    /// no later than `bornBy`: a rescan follows it by that inode, so that the name found holding
+    /// another directory is not taken for the same one.
+    func vouch(_ name: ArraySlice<UInt8>, directoryInode inode: UInt64, bornBy: Snapshot.Time = .certain) {
+        guard inode != 0, let record = entries.record(forName: name),
+            case .unsure(var unsure) = entries[record: record],
+            unsure.isDirectory, !unsure.isFollowedByInode
+        else { return }
+        unsure.inode = inode
+        unsure.bornBy = bornBy
+        entries[record: record] = .unsure(unsure)
+    }
+
     /// Whether an entry of that name is known.
     func contains(_ name: ArraySlice<UInt8>) -> Bool {
         entries.record(forName: name) != nil
@@ -241,8 +254,9 @@ final class KnownDirectory {
     /// Either is reported modified when it was written after what the watchers were told of it.
     func differences(to current: Snapshot, directories: [[UInt8]: UInt64] = [:]) -> [Snapshot.Difference] {
         var known = entries.dictionary()
-        // Subdirectories whose inode is certain (a tree's nodes): followed by it, so that a name
-        // that holds another directory since is not taken for the same one.
+        // Subdirectories whose inode is certain (a tree's nodes, each checked by the rescan):
+        // followed by it, so that a name that holds another directory since is not taken for the
+        // same one.
         for (name, inode) in directories where inode != 0 {
             guard case .unsure(var unsure) = known[name], unsure.isDirectory else { continue }
             unsure.inode = inode

@@ -74,6 +74,17 @@ struct MovePairing {
         release(emit)
     }
 
+    /// Gives up at once on the waiting `MOVED_FROM` that `matches` says will get no partner.
+    mutating func giveUp(where matches: (InotifyEvent) -> Bool, emit: (Item) -> Void) {
+        for index in head..<held.count {
+            if case .waiting(let from, _) = held[index], matches(from) {
+                held[index] = .ready(.event(from))
+                release(emit)
+                return
+            }
+        }
+    }
+
     /// Releases everything now, unpaired halves as they are.
     mutating func flush(emit: (Item) -> Void) {
         expire(now: .max, emit: emit)

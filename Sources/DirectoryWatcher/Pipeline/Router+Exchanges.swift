@@ -15,6 +15,11 @@ extension Router {
     /// would take the new entry away; the departure is routed first.
     func route(_ event: InotifyEvent) {
         if let arrival = heldArrival {
+            // The moved directory's own event, which the kernel queues between the halves.
+            if event.name.isEmpty && event.has(InotifyMask.moveSelf) {
+                handle(event)
+                return
+            }
             heldArrival = nil
             if isDeparture(event, before: arrival) {
                 handle(event)
@@ -32,7 +37,7 @@ extension Router {
         handle(event)
     }
 
-    private func isDeparture(_ event: InotifyEvent, before arrival: InotifyEvent) -> Bool {
+    func isDeparture(_ event: InotifyEvent, before arrival: InotifyEvent) -> Bool {
         // The next cookie alone is also a move in and a rename away at once; an exchange leaves
         // the name there.
         event.wd == arrival.wd && event.cookie == arrival.cookie &+ 1 && event.name == arrival.name
@@ -52,7 +57,7 @@ extension Router {
         }
         if let held = heldMove {
             heldMove = nil
-            if isMirror(held, of: (from, to)), isExchange(held) {
+            if isMirror(held, of: (from, to)), isExchange(held, mirror: from) {
                 handleExchange(held.from, held.to, secondIsDirectory: from.has(InotifyMask.isDirectory))
                 return
             }
@@ -88,11 +93,62 @@ extension Router {
     /// move's source is the one the target held, which two renames would have left in place.
     /// (Before, both names had to be there still: an exchange followed at once by a rename of
     /// either name came as two renames, a name lost.)
-    private func isExchange(_ held: (from: InotifyEvent, to: InotifyEvent)) -> Bool {
+    ///
+    /// The disk is asked through the paths the watcher knows, which a later rename of either
+    /// directory (its event not read yet) makes stale. A directory's own inode tells: a path that
+    /// leads elsewhere says nothing, and then the kernel's events decide. A file and a directory
+    /// can only have been exchanged (a rename cannot put one over the other); two directories
+    /// were exchanged when the target's old directory is still watched (a rename over it would
+    /// have dropped its watch, `IN_IGNORED`, before its way back); two files, when the cookies
+    /// are consecutive, as an exchange's two halves always are (two renames' are when nothing
+    /// else moved between them).
+    private func isExchange(_ held: (from: InotifyEvent, to: InotifyEvent), mirror: InotifyEvent) -> Bool {
         if let first = heldObject, let second = renamedObject { return first != second }
-        if entryExists(Array(held.to.name), in: held.to.wd) { return true }
-        guard let inode = known[held.to.wd]?.inode(held.to.name) else { return false }
-        return entryInode(Array(held.from.name), in: held.from.wd) == inode
+        let heldIsDirectory = held.from.has(InotifyMask.isDirectory)
+        if heldIsDirectory != mirror.has(InotifyMask.isDirectory) { return true }
+        if let atTarget = entry(Array(held.to.name), inDirectoryOf: held.to.wd) {
+            if atTarget != nil { return true }
+            guard let inode = known[held.to.wd]?.inode(held.to.name) else { return false }
+            if let atSource = entry(Array(held.from.name), inDirectoryOf: held.from.wd) { return atSource == inode }
+        }
+        if heldIsDirectory {
+            return table.watches(held.to.wd).contains { $0.node?.child(held.to.name) != nil }
+        }
+        return mirror.cookie == held.from.cookie &+ 1
+    }
+
+    /// Whether the listings read after an exchange show it already: each name holds, as they
+    /// read it (a listed inode, or the inode of a tree's directory walked there), the entry it
+    /// holds on disk now, and the two differ.
+    private func isListed(exchangeOf from: InotifyEvent, _ to: InotifyEvent) -> Bool {
+        func known(_ name: ArraySlice<UInt8>, in wd: Int32) -> UInt64? {
+            if let inode = self.known[wd]?.listedInode(name) { return inode }
+            let inode = table.watches(wd).lazy.compactMap { $0.node?.child(name)?.inode }.first ?? 0
+            return inode == 0 ? nil : inode
+        }
+        guard let first = known(from.name, in: from.wd), let second = known(to.name, in: to.wd), first != second,
+            let atFrom = entry(Array(from.name), inDirectoryOf: from.wd), atFrom == first,
+            let atTo = entry(Array(to.name), inDirectoryOf: to.wd), atTo == second
+        else { return false }
+        return true
+    }
+
+    /// The inode of the entry `name` in the directory of `wd` (`.some(nil)` when there is no such
+    /// entry), looked up at the path the watcher knows; nil when that path no longer leads to the
+    /// directory (renamed since: a tree knows its directories' inodes) or it cannot be opened.
+    private func entry(_ name: [UInt8], inDirectoryOf wd: Int32) -> UInt64?? {
+        guard let watch = table.watches(wd).first else { return nil }
+        let system = table.system
+        guard let fd = try? system.openDirectoryReference(watch.directory, followingLinks: false) else { return nil }
+        defer { system.close(fd) }
+        do throws(SyscallError) {
+            if let expected = watch.node?.inode, expected != 0 {
+                guard try system.entryStatus(in: fd, name: [UInt8(ascii: ".")])?.inode == expected else { return nil }
+            }
+            return .some(try system.entryStatus(in: fd, name: name)?.inode)
+        } catch {
+            return nil
+        }
     }
 
     private func isMirror(_ first: (from: InotifyEvent, to: InotifyEvent), of second: (InotifyEvent, InotifyEvent))
@@ -107,6 +163,9 @@ extension Router {
     /// when `from` says so) is now at `to`'s, the second (a directory when `secondIsDirectory`)
     /// at `from`'s.
     private func handleExchange(_ from: InotifyEvent, _ to: InotifyEvent, secondIsDirectory: Bool) {
+        // Listed after it (the walks of two directories just moved in, most often): both names
+        // were reported holding what they hold since, and the exchange is a repeat.
+        if isListed(exchangeOf: from, to) { return }
         let firstIsDirectory = from.has(InotifyMask.isDirectory)
         let (sourceWD, targetWD) = (from.wd, to.wd)
         if sourceWD == targetWD {
@@ -144,6 +203,29 @@ extension Router {
             if let target = targets.first(where: { $0.subscriber === source.subscriber }) {
                 guard source.covers(from.name) || target.covers(to.name), (source.mask | target.mask) & moves != 0
                 else { continue }
+                // A tree's walk showed one half already: the other end is what changed since.
+                switch arrivalSaid(source.node, target.node, from, to) {
+                case .second?:
+                    for event in [secondFrom, to] {
+                        if let change = ChangeTranslation.change(
+                            for: event, in: target.directory, mask: target.mask, entry: target.entry)
+                        {
+                            collect(change, for: target.subscriber)
+                        }
+                    }
+                    continue
+                case .first?:
+                    for event in [from, secondTo] {
+                        if let change = ChangeTranslation.change(
+                            for: event, in: source.directory, mask: source.mask, entry: source.entry)
+                        {
+                            collect(change, for: source.subscriber)
+                        }
+                    }
+                    continue
+                case nil:
+                    break
+                }
                 collect(
                     DirectoryChange(
                         kind: .exchanged, path: target.path(of: to.name), oldPath: source.path(of: from.name),
@@ -185,7 +267,17 @@ extension Router {
         sources: [WatchTable<Subscription>.Watch], targets: [WatchTable<Subscription>.Watch]
     ) {
         forEachTree(of: sources, targets) { subscription, tree, source, target in
-            if let source, let target, tree.node(source.wd) === source, tree.node(target.wd) === target {
+            if let source, let target, let said = arrivalSaid(source, target, from, to) {
+                // The directory a walk met early is where the exchange put it; what is at the
+                // other end now is the other entry, new there.
+                let (met, end, name, isDirectory) =
+                    said == .second
+                    ? (source.child(from.name), target, to.name, firstIsDirectory)
+                    : (target.child(to.name), source, from.name, secondIsDirectory)
+                met?.metEarlyIn = -1
+                treeChanged(name, at: end, appeared: false, for: subscription, foundByRescan: false)
+                if isDirectory { treeChanged(name, at: end, appeared: true, for: subscription, foundByRescan: false) }
+            } else if let source, let target, tree.node(source.wd) === source, tree.node(target.wd) === target {
                 let first = source.child(from.name)
                 let second = target.child(to.name)
                 if let first { move(first, to: to.name, in: target, of: tree, for: subscription) }
@@ -210,5 +302,28 @@ extension Router {
                 }
             }
         }
+    }
+
+    enum Half { case first, second }
+
+    /// Which half of an exchange between `source`'s `from` and `target`'s `to` a tree's walk
+    /// showed already: it met the directory that half moved at its new name, before the event
+    /// (``TreeNode/metEarlyIn``), and reported it there with what it holds.
+    /// Asked once the kept names follow the exchange: the directory met is the one that half
+    /// moved, by the inode its name is known by now, when one is (a directory met early by
+    /// another move, whose event came without the mark being cleared, is not taken for it).
+    func arrivalSaid(_ source: TreeNode?, _ target: TreeNode?, _ from: InotifyEvent, _ to: InotifyEvent) -> Half? {
+        guard let source, let target else { return nil }
+        func isMoved(_ node: TreeNode, at name: ArraySlice<UInt8>, in directory: TreeNode) -> Bool {
+            guard let inode = known[directory.wd]?.inode(name), node.inode != 0 else { return true }
+            return inode == node.inode
+        }
+        if let node = source.child(from.name), node.metEarlyIn == target.wd, isMoved(node, at: from.name, in: source) {
+            return .second
+        }
+        if let node = target.child(to.name), node.metEarlyIn == source.wd, isMoved(node, at: to.name, in: target) {
+            return .first
+        }
+        return nil
     }
 }

@@ -377,9 +377,9 @@ extension Router {
         do {
             fd = try system.openDirectory(path, followingLinks: false)
         } catch {
-            // Renamed since its parent was listed: its path is right again after the rename's
-            // event (``retryUnlisted(in:for:)``).
-            if error.errno == ENOENT { tree.unlisted.append(node) }
+            // Renamed since its parent was listed (or an ancestor exchanged with a file, ENOTDIR):
+            // its path is right again after the rename's event (``retryUnlisted(in:for:)``).
+            if error.errno == ENOENT || error.errno == ENOTDIR { tree.unlisted.append(node) }
             return
         }
         defer { system.close(fd) }

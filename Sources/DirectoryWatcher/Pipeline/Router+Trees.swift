@@ -8,6 +8,7 @@ extension Router {
     /// The kernel-only bits of a tree directory's watch: directories only, no events for entries
     /// already unlinked, and every change of name (the directory's known names need them).
     private static let treeFlags = InotifyMask.onlyDirectory | InotifyMask.excludeUnlinked | InotifyMask.names
+    static var treeWatchFlags: UInt32 { treeFlags | InotifyMask.dontFollow }
 
     /// One directory of a tree to watch and list, below a node already in the tree.
     private struct WalkStep {
@@ -37,6 +38,9 @@ extension Router {
         var isWatched = false
         /// The directory as listed.
         var known: KnownDirectory?
+        /// The birth clock read before the listing began, the directory open meanwhile: its inode
+        /// was no other directory's then, and one made later with its number is born after it.
+        var listedAfter: Snapshot.Time?
         /// Every entry, when they are to be reported as created.
         var entries: [(name: [UInt8], isDirectory: Bool)] = []
         /// The directories to watch next (excludes applied).
@@ -182,6 +186,7 @@ extension Router {
             return
         }
         result.known = KnownDirectory(listing: listing, listedAfter: begun, at: wallClock())
+        result.listedAfter = begun
         result.subdirectories = subdirectories
         if reporting { result.entries = listing.map { ($0.name, $0.isDirectory) } }
     }
@@ -200,9 +205,10 @@ extension Router {
         guard result.isWatched else {
             // A link that leads nowhere, or to a file, is no directory to watch.
             guard let failure = result.failure, !step.throughLink else { return nil }
-            if failure.errno == ENOENT {
-                // Removed since it was listed, or an ancestor renamed: then the rename's event is
-                // still to come, and the directory is tried again at its new path after it.
+            if failure.errno == ENOENT || failure.errno == ENOTDIR {
+                // Removed since it was listed, or an ancestor renamed (or exchanged with a file,
+                // ENOTDIR): then the rename's event is still to come, and the directory is tried
+                // again at its new path after it.
                 tree.unreached.append((step.parent, step.name, reporting, foundByRescan))
             }
             if failure.errno == EACCES || failure.errno == EPERM {
@@ -217,6 +223,16 @@ extension Router {
         if let existing = tree.node(result.wd) {
             table.insert(subscription, wd: result.wd, directory: step.path, mask: subscription.mask, node: existing)
             if !step.throughLink, !existing.isRoot, !step.parent.isInside(existing) {
+                // What its old name holds now is another entry, found as such when the old
+                // parent is listed (a directory exchanged across directories while the events
+                // were lost), not the same directory by its name.
+                // (The walk read its inode: the same directory, by its descriptor or handle.)
+                if existing.inode == 0 { existing.inode = result.inode }
+                if let parent = existing.parent {
+                    known[parent.wd]?.vouch(existing.name[...], directoryInode: existing.inode)
+                }
+                // Met by a walk while watching: the event that moved it here is still to come.
+                existing.metEarlyIn = foundByRescan ? -1 : existing.parent?.wd ?? -1
                 tree.move(existing, to: step.name, in: step.parent)
                 // Reported as created with its parent's entries, it is news to the watcher here,
                 // and so is what it holds: its move's events were lost, or are still to come
@@ -229,6 +245,11 @@ extension Router {
         }
         let node = tree.add(step.name, of: step.parent, wd: result.wd)
         node.inode = result.inode
+        // Brought by an event, its parent knows it by name alone: by its inode from now on, with
+        // the listing's birth bound (removed while events are lost, its number may be reused).
+        if step.inode == 0, let begun = result.listedAfter {
+            known[step.parent.wd]?.vouch(step.name[...], directoryInode: result.inode, bornBy: begun.justBefore)
+        }
         table.insert(subscription, wd: result.wd, directory: step.path, mask: subscription.mask, node: node)
         return node
     }
@@ -308,7 +329,10 @@ extension Router {
                 // walked afresh and reported.
                 for wd in tree.remove(early) { release(wd, for: subscription) }
             }
-            guard node.child(name) == nil else { return }
+            if let met = node.child(name) {
+                met.metEarlyIn = -1  // met by a walk before this event, which brings it
+                return
+            }
             let path = node.path.appending(bytes: name)
             if let exclusions = subscription.exclusions, exclusions.excludes(path, under: subscription.root) { return }
             if tree.isLazy, created(name, at: node, of: tree, for: subscription) { return }
@@ -411,6 +435,8 @@ extension Router {
         targets: [WatchTable<Subscription>.Watch], arrivalListed: Bool = false
     ) {
         forEachTree(of: sources, targets) { subscription, tree, source, target in
+            // A directory a walk met here before this move: its move is routed now.
+            target?.child(to.name)?.metEarlyIn = -1
             if let source, let target, let moved = source.child(from.name), tree.node(target.wd) === target {
                 move(moved, to: to.name, in: target, of: tree, for: subscription)
             } else if arrivalListed {
@@ -460,6 +486,7 @@ extension Router {
             // the name holds the one moved, reported as it is.
             if !tree.unreached.isEmpty { tree.unreached.removeAll { $0.parent === target && $0.name[...] == name } }
             tree.move(moved, to: Array(name), in: target)
+            moved.metEarlyIn = -1
             retryUnreached(in: tree, for: subscription)
             if tree.isLazy { retryUnlisted(in: tree, for: subscription) }
         }

@@ -262,6 +262,11 @@ final class Router {
         if !polled.isEmpty { pollDue() }
         if !snapshotQueue.isEmpty { continueSnapshots() }
         if !settling.isEmpty { releaseSettled() }
+        if let arrival = heldArrival, now >= heldDeadline, !pairing.isEmpty {
+            // The departure an exchange with a place not watched brings after it waits for a
+            // partner it will not get: it comes first (``route(_:)``), not after its window.
+            pairing.giveUp(where: { isDeparture($0, before: arrival) }) { handle($0) }
+        }
         if heldMove != nil || heldArrival != nil, now >= heldDeadline { releaseHeldMove() }
         if let deadline = pairing.deadline, now >= deadline {
             pairing.expire(now: now) { handle($0) }
@@ -1013,7 +1018,16 @@ final class Router {
             return true
         }
         var subdirectories: [[UInt8]: UInt64] = [:]
-        if let node = first.node { for (name, child) in node.children { subdirectories[name] = child.inode } }
+        if let node = first.node, !node.children.isEmpty {
+            // Where the listing shows each directory's number, under its name or another.
+            var byInode: [UInt64: [UInt8]] = [:]
+            for (name, entry) in current.entries where entry.kind == .directory { byInode[entry.inode] = name }
+            for (name, child) in node.children {
+                let found = byInode[child.inode]
+                subdirectories[name] = inode(
+                    of: child, at: found.map { first.directory.appending(bytes: $0[...]) }, mask: first.mask)
+            }
+        }
         let differences = directory.differences(to: current, directories: subdirectories)
         for watch in others { report(differences, to: watch) }
         // A watcher whose backlog overflowed is told from what it knew then, once its backlog
@@ -1032,6 +1046,35 @@ final class Router {
         }
         directory.reset(to: current)
         return true
+    }
+
+    /// The inode of a tree's directory, for a rescan to tell whether the listing shows it (at
+    /// `found`, the path of the listing's directory with its number, if any), or another one
+    /// (`.max`, which matches no entry).
+    ///
+    /// An inotify watch holds its directory's inode while the directory is there, but one
+    /// removed while the events were lost took its watch with it, and a directory made since may
+    /// have been given its number: the kernel says whether the watch it gives the path found is
+    /// the node's. A fanotify tree's directory made or moved in by an event has no inode read:
+    /// its handle tells it.
+    private func inode(of node: TreeNode, at found: FileSystemPath?, mask: UInt32) -> UInt64 {
+        if !FanotifyMarks.isFanotify(node.wd) {
+            guard node.inode != 0, let found,
+                let wd = try? table.kernelWatch(found, mask: mask, flags: Self.treeWatchFlags)
+            else { return node.inode }
+            if wd == node.wd { return node.inode }
+            // Another directory's: the walk that reports it watches it.
+            if table.watches(wd).isEmpty { try? table.system.inotifyRemoveWatch(table.inotifyFD, wd) }
+            return .max
+        }
+        guard node.inode == 0, let handle = fanotify.handle(node.wd), let mountFD = fanotify.mountFD(for: handle)
+        else { return node.inode }
+        let system = table.system
+        guard let fd = try? system.open(handle, mountFD: mountFD) else { return .max }
+        defer { system.close(fd) }
+        guard let status = try? system.entryStatus(in: fd, name: [UInt8(ascii: ".")]) else { return .max }
+        node.inode = status.inode
+        return status.inode
     }
 
     /// Ends a watcher's wait for its catch-up: collects the changes that did not fit when its
@@ -1084,6 +1127,12 @@ final class Router {
             case .renamed:
                 if let old = difference.oldName, let tree = watch.subscriber.loop.tree, let moved = node.child(old[...])
                 {
+                    // Renamed over a directory (an exchange's other half, moved on while the
+                    // events were lost): that one is let go here, and found where it is now.
+                    if let replaced = node.child(difference.name[...]), replaced !== moved {
+                        treeChanged(
+                            difference.name[...], at: node, appeared: false, for: watch.subscriber, foundByRescan: true)
+                    }
                     move(moved, to: difference.name[...], in: node, of: tree, for: watch.subscriber)
                 } else {
                     treeChanged(

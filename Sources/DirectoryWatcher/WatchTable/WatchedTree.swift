@@ -80,12 +80,16 @@ final class TreeNode {
     fileprivate(set) var children: [[UInt8]: TreeNode] = [:]
     /// The directory's inode, when known (0 when not): a rescan tells by it whether the name
     /// still holds this directory, or another one since (an exchange, a replacement). An inotify
-    /// watch holds the inode, so no other file can have its number while it is watched.
+    /// watch holds the inode while the directory is there (removed while the events were lost, its
+    /// number may be given to a directory made since: a listing's birth bound tells them apart).
     var inode: UInt64 = 0
     /// Its subdirectories that could not be opened for want of permission (`EACCES`, `EPERM`),
     /// by name: the watcher was told so once, and each is tried again when its attributes, or
     /// this directory's, change (a `chmod` that makes it readable).
     var refused: Set<[UInt8]> = []
+    /// Met by a walk at a new path before the event that moved it there (-1 when not): the
+    /// descriptor of the directory it was in. Its move, or exchange, when routed, was said.
+    var metEarlyIn: Int32 = -1
     fileprivate weak var tree: WatchedTree?
     private let rootPath: FileSystemPath?
     private var cachedPath: FileSystemPath?
