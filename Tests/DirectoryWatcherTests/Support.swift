@@ -266,6 +266,27 @@ enum ProcessResources {
         }
     }
 
+    /// The kernel watches of this process's inotify instances, as (descriptor, inode) pairs.
+    static func watches() -> Set<[UInt64]> {
+        Set(
+            inotifyInstances().flatMap { fd in
+                let info = (try? String(contentsOfFile: "/proc/self/fdinfo/\(fd)", encoding: .utf8)) ?? ""
+                return info.split(separator: "\n").filter { $0.hasPrefix("inotify wd:") }.compactMap {
+                    line -> [UInt64]? in
+                    let fields = line.split(separator: " ")
+                    guard
+                        let wd = fields.first(where: { $0.hasPrefix("wd:") }).flatMap({
+                            UInt64($0.dropFirst(3), radix: 16)
+                        }),
+                        let inode = fields.first(where: { $0.hasPrefix("ino:") }).flatMap({
+                            UInt64($0.dropFirst(4), radix: 16)
+                        })
+                    else { return nil }
+                    return [wd, inode]
+                }
+            })
+    }
+
     /// Whether a kernel watch of this process is on the directory at `path`.
     static func isWatched(_ path: String) -> Bool {
         var status = stat()

@@ -11,7 +11,10 @@ import XCTest
 /// tree on disk: nothing missing, nothing extra, no entry of the wrong type, and no change that
 /// names an entry the stream never made. Through inotify here, fanotify in
 /// ``FanotifyTreeSoakTests``; 20 seeds of each in the stress suite.
-/// `DIRWATCH_SOAK_SEED=N` runs one seed again.
+/// `DIRWATCH_SOAK_SEED=N` runs one seed again; `DIRWATCH_SOAK_SEEDS_FROM=K` runs the seeds K
+/// further on (to look for new failures); `DIRWATCH_SOAK_EXCHANGES=anywhere` makes exchanges at
+/// any point of a step. After each step, the tree's directories are checked too: each watched at
+/// the path it has, on its inode (through inotify, by the kernel's own list of watches).
 class TreeSoakTests: XCTestCase {
     var backend: DirectoryWatcher.Backend { .inotify }
     var scale: Scale { .fast }
@@ -23,7 +26,10 @@ class TreeSoakTests: XCTestCase {
         let environment = ProcessInfo.processInfo.environment
         let seeds: [UInt64] =
             environment["DIRWATCH_SOAK_SEED"].flatMap(UInt64.init).map { [$0] }
-            ?? (0..<UInt64(self.seeds)).map { 0x7EE5_0000 &+ $0 &+ (backend == .inotify ? 0 : 0x100) }
+            ?? (0..<UInt64(self.seeds)).map {
+                0x7EE5_0000 &+ (environment["DIRWATCH_SOAK_SEEDS_FROM"].flatMap(UInt64.init) ?? 0) &+ $0
+                    &+ (backend == .inotify ? 0 : 0x100)
+            }
         for seed in seeds {
             var soak = try TreeSoak(test: self, seed: seed, backend: backend, scale: scale)
             defer { soak.end() }
@@ -123,8 +129,41 @@ struct TreeSoak {
                     """)
                 return
             }
+            if let report = misplacedDirectories(of: current) {
+                XCTFail(
+                    "\(context): \(report)\noperations: \(log.suffix(60).joined(separator: "; "))\n\(context): \(report)"
+                )
+                return
+            }
             log.removeAll()
         }
+    }
+
+    /// The tree's directories whose path, as the watcher holds it, leads to another directory
+    /// than the one it watches there (by inode), or to none; and the directories on disk it does
+    /// not watch. nil when none.
+    private func misplacedDirectories(of watcher: DirectoryWatcher) -> String? {
+        var problems: [String] = []
+        var watched: Set<String> = []
+        // Through inotify, every directory's kernel watch (the instances' fdinfo).
+        let kernel = backend == .inotify ? ProcessResources.watches() : nil
+        for (path, wd, inode) in watcher.watchedInodes() {
+            if let kernel, inode != 0, !kernel.contains([UInt64(wd), inode]) {
+                problems.append("\(path) has no kernel watch \(wd) on inode \(inode)")
+            }
+            watched.insert(path.description)
+            var status = stat()
+            if lstat(path.description, &status) != 0 {
+                problems.append("\(path) watched, not on disk")
+            } else if inode != 0 && UInt64(status.st_ino) != inode {
+                problems.append("\(path) watched as inode \(inode), holds \(status.st_ino)")
+            }
+        }
+        for directory in [""] + entries(directories: true) {
+            let path = join(root, directory)
+            if !watched.contains(path) { problems.append("\(path) on disk, not watched") }
+        }
+        return problems.isEmpty ? nil : problems.sorted().joined(separator: "\n")
     }
 
     // MARK: - The churn
@@ -175,7 +214,8 @@ struct TreeSoak {
     }
 
     private mutating func churn(operations: Int, whileLost: Bool) {
-        for operation in 0..<operations {
+        let anywhere = ProcessInfo.processInfo.environment["DIRWATCH_SOAK_EXCHANGES"] == "anywhere"
+        churn: for operation in 0..<operations {
             let files = entries(directories: false)
             let directories = entries(directories: true)
             switch Int.random(in: 0..<13, using: &random) {
@@ -250,19 +290,19 @@ struct TreeSoak {
                 log.append("chmod \(file)")
             default:
                 // Two entries exchanged (RENAME_EXCHANGE), neither inside the other: the step's
-                // first operation, while the queue is read, on entries the watcher has seen
-                // settle, and its last (an exchange must be seen before either name changes
-                // again). Two races are not reconciled yet and not made here: an exchange with a
-                // directory made or moved in moments before (its watch added after the exchange),
-                // and exchanges across directories while the queue is lost.
-                guard operation == 0, !whileLost, let first = pick(files + directories) else { continue }
+                // first operation (while the queue is read or lost), on entries the watcher has
+                // seen settle, and the last of its churn (an exchange must be read before more
+                // moves of what it touched). `DIRWATCH_SOAK_EXCHANGES=anywhere` makes them at
+                // any point of a step, with the churn going on after: races not all reconciled
+                // yet (<doc:WatchingATree>; Reliability's tree soak row says what that found).
+                guard anywhere || operation == 0, let first = pick(files + directories) else { continue }
                 let others = (files + directories).filter {
                     $0 != first && !$0.hasPrefix(first + "/") && !first.hasPrefix($0 + "/")
                 }
                 guard let second = pick(others) else { continue }
                 let result = RenameExchange.exchange(join(root, first), join(root, second))
                 log.append("exchange \(first) \(second) (\(result == 0 ? "done" : String(cString: strerror(errno))))")
-                return
+                if !anywhere { break churn }
             }
         }
         if whileLost {

@@ -733,6 +733,18 @@ public final class DirectoryWatcher: @unchecked Sendable {
         } ?? []
     }
 
+    /// A tree's directories as the watcher holds them, each with its descriptor and the inode it
+    /// knows for it (0 when none was read): what the tests check against the disk and the kernel.
+    func watchedInodes() -> [(path: FileSystemPath, wd: Int32, inode: UInt64)] {
+        guard let session = lock.withLock({ session }) else { return [] }
+        let subscription = session.subscription
+        return session.lease.loop.submitAndWait { loop in
+            guard !subscription.loop.isEnded, let tree = subscription.loop.tree else { return [] }
+            loop.router.finishSnapshots(of: subscription)
+            return tree.descriptors.compactMap { tree.node($0) }.map { ($0.path, $0.wd, $0.inode) }
+        } ?? []
+    }
+
     /// Stops watching, for good: a later ``startMonitoring()`` throws (``stopMonitoring()`` stops
     /// a watcher that is to start again). Idempotent, and safe from any thread, inside any
     /// watcher's callback too.
