@@ -13,7 +13,8 @@ import XCTest
 /// ``FanotifyTreeSoakTests``; 20 seeds of each in the stress suite.
 /// `DIRWATCH_SOAK_SEED=N` runs one seed again; `DIRWATCH_SOAK_SEEDS_FROM=K` runs the seeds K
 /// further on (to look for new failures); `DIRWATCH_SOAK_EXCHANGES=anywhere` makes exchanges at
-/// any point of a step. After each step, the tree's directories are checked too: each watched at
+/// any point of a step (ending its churn), `=anywhere-then-more` with the churn going on after.
+/// After each step, the tree's directories are checked too: each watched at
 /// the path it has, on its inode (through inotify, by the kernel's own list of watches).
 class TreeSoakTests: XCTestCase {
     var backend: DirectoryWatcher.Backend { .inotify }
@@ -214,7 +215,9 @@ struct TreeSoak {
     }
 
     private mutating func churn(operations: Int, whileLost: Bool) {
-        let anywhere = ProcessInfo.processInfo.environment["DIRWATCH_SOAK_EXCHANGES"] == "anywhere"
+        let exchanges = ProcessInfo.processInfo.environment["DIRWATCH_SOAK_EXCHANGES"]
+        let anywhere = exchanges == "anywhere" || exchanges == "anywhere-then-more"
+        let thenMore = exchanges == "anywhere-then-more"
         churn: for operation in 0..<operations {
             let files = entries(directories: false)
             let directories = entries(directories: true)
@@ -293,8 +296,9 @@ struct TreeSoak {
                 // first operation (while the queue is read or lost), on entries the watcher has
                 // seen settle, and the last of its churn (an exchange must be read before more
                 // moves of what it touched). `DIRWATCH_SOAK_EXCHANGES=anywhere` makes them at
-                // any point of a step, with the churn going on after: races not all reconciled
-                // yet (<doc:WatchingATree>; Reliability's tree soak row says what that found).
+                // any point of a step, and `=anywhere-then-more` with the churn going on after:
+                // races not all reconciled yet (<doc:WatchingATree>; Reliability's tree soak row
+                // says what each found).
                 guard anywhere || operation == 0, let first = pick(files + directories) else { continue }
                 let others = (files + directories).filter {
                     $0 != first && !$0.hasPrefix(first + "/") && !first.hasPrefix($0 + "/")
@@ -302,7 +306,7 @@ struct TreeSoak {
                 guard let second = pick(others) else { continue }
                 let result = RenameExchange.exchange(join(root, first), join(root, second))
                 log.append("exchange \(first) \(second) (\(result == 0 ? "done" : String(cString: strerror(errno))))")
-                if !anywhere { break churn }
+                if !thenMore { break churn }
             }
         }
         if whileLost {
