@@ -206,22 +206,10 @@ extension Router {
                 // A tree's walk showed one half already: the other end is what changed since.
                 switch arrivalSaid(source.node, target.node, from, to) {
                 case .second?:
-                    for event in [secondFrom, to] {
-                        if let change = ChangeTranslation.change(
-                            for: event, in: target.directory, mask: target.mask, entry: target.entry)
-                        {
-                            collect(change, for: target.subscriber)
-                        }
-                    }
+                    collect([secondFrom, to], as: target)
                     continue
                 case .first?:
-                    for event in [from, secondTo] {
-                        if let change = ChangeTranslation.change(
-                            for: event, in: source.directory, mask: source.mask, entry: source.entry)
-                        {
-                            collect(change, for: source.subscriber)
-                        }
-                    }
+                    collect([from, secondTo], as: source)
                     continue
                 case nil:
                     break
@@ -233,29 +221,28 @@ extension Router {
                     for: source.subscriber)
             } else {
                 // Only this end is watched: an entry left, another came in under its name.
-                for event in [from, secondTo] {
-                    if let change = ChangeTranslation.change(
-                        for: event, in: source.directory, mask: source.mask, entry: source.entry)
-                    {
-                        collect(change, for: source.subscriber)
-                    }
-                }
+                collect([from, secondTo], as: source)
             }
         }
         for target in targets where !target.subscriber.loop.isEnded {
             if sources.contains(where: { $0.subscriber === target.subscriber }) { continue }
-            for event in [secondFrom, to] {
-                if let change = ChangeTranslation.change(
-                    for: event, in: target.directory, mask: target.mask, entry: target.entry)
-                {
-                    collect(change, for: target.subscriber)
-                }
-            }
+            collect([secondFrom, to], as: target)
         }
         if firstIsDirectory || secondIsDirectory {
             treeExchanged(
                 from, to, firstIsDirectory: firstIsDirectory, secondIsDirectory: secondIsDirectory, sources: sources,
                 targets: targets)
+        }
+    }
+
+    /// Collects what `events` say to `watch`'s watcher, as its selection and entry translate them.
+    private func collect(_ events: [InotifyEvent], as watch: WatchTable<Subscription>.Watch) {
+        for event in events {
+            if let change = ChangeTranslation.change(
+                for: event, in: watch.directory, mask: watch.mask, entry: watch.entry)
+            {
+                collect(change, for: watch.subscriber)
+            }
         }
     }
 
