@@ -471,6 +471,58 @@ class TreeChurnTests: WatchedDirectoryTestCase {
         }
     }
 
+    /// A subtree moved in, and at once exchanged with a file of the tree, while the loop is held:
+    /// its walk, at the name it came in by, meets the file (`ENOTDIR`), and is tried again after
+    /// the exchange's event, at the name the exchange gave it. (Before, a fanotify tree never
+    /// tried it again, and what it held was never reported: the fanotify soak with exchanges
+    /// anywhere, seed 2128937308.)
+    func testASubtreeMovedInThenExchangedWithAFileAtOnceIsReportedWhole() throws {
+        let outside = TemporaryDirectory()
+        for round in 0..<20 {
+            directory.touch("file\(round)")
+            makeSubtree(outside.url("in\(round)"))
+        }
+        try watchTree()
+        for round in 0..<20 {
+            let staller = try Staller(test: self)
+            rename(outside.url("in\(round)"), directory.url("in\(round)"))
+            exchange("in\(round)", "file\(round)")
+            staller.resume()
+            assertTheStreamAddsUp("round \(round)")
+            directory.touch("file\(round)/inner/later")
+            assertTheStreamAddsUp("round \(round), later")
+        }
+    }
+
+    /// While the loop is held, a subtree moved in, directories made with a file, and the
+    /// subtree at once exchanged with the new directory: the subtree's walk, at the name it came
+    /// in by, meets the new directory there, before the events that make it. (Before, on
+    /// fanotify: its creation, read after, found it in the tree and said nothing of it, and the
+    /// exchange, read last, swapped the two again: the subtree's contents under the wrong name,
+    /// and the new directory's never reported; the fanotify soak with exchanges anywhere, seed
+    /// 2128937229.)
+    func testAnExchangeOfASubtreeJustMovedInWithADirectoryJustMadeAddsUp() throws {
+        let outside = TemporaryDirectory()
+        for round in 0..<20 {
+            makeSubtree(outside.url("in\(round)"))
+            outside.touch("in\(round)/only-in")
+        }
+        try watchTree()
+        for round in 0..<20 {
+            let staller = try Staller(test: self)
+            rename(outside.url("in\(round)"), directory.url("m\(round)"))
+            try FileManager.default.createDirectory(
+                atPath: directory.url("n\(round)/m"), withIntermediateDirectories: true)
+            directory.touch("n\(round)/m/only-m")
+            exchange("m\(round)", "n\(round)/m")
+            staller.resume()
+            assertTheStreamAddsUp("round \(round)")
+            directory.touch("m\(round)/later")
+            directory.touch("n\(round)/m/inner/later")
+            assertTheStreamAddsUp("round \(round), later")
+        }
+    }
+
     /// Directories exchanged across directories while the events were lost, one of them moved on
     /// at once to where the rescan lists it first: its node moves there, and its old name, which
     /// holds the other directory since, was taken for the same directory by its name (a directory
@@ -585,6 +637,46 @@ class TreeChurnTests: WatchedDirectoryTestCase {
         assertTheStreamAddsUp("later")
     }
 
+    /// With the queue lost, a directory exchanged with a directory or a file, and either name
+    /// removed: the rescan finds what each name holds now, and the removed one gone (the
+    /// inotify soak with exchanges anywhere, seed 2128937059: a directory exchanged with a file
+    /// and removed under the file's old name stayed watched under its own).
+    func testAnExchangeThenARemovalOfEitherWhileEventsWereLostIsFoundByTheRescan() throws {
+        for round in 0..<8 {
+            XCTAssertEqual(Glibc.mkdir(directory.url("d\(round)"), 0o755), 0)
+            makeSubtree(directory.url("d\(round)/a"))
+            directory.touch("d\(round)/a/only-a")
+            if round % 4 < 2 {
+                makeSubtree(directory.url("d\(round)/b"))
+                directory.touch("d\(round)/b/only-b")
+            } else {
+                directory.touch("d\(round)/b")
+            }
+        }
+        RescanTests.waitForTheBirthClockToTick()
+        let loss = try QueueLoss(.fast, fanotify: backend == .fanotify)
+        defer {
+            watcher?.invalidate()
+            loss.shutdown()
+        }
+        try watchTree(loop: loss.loop)
+        try loss.lose(test: self, fillers: nil) {
+            for round in 0..<8 {
+                exchange("d\(round)/a", "d\(round)/b")
+                XCTAssertNoThrow(try FileManager.default.removeItem(atPath: directory.url("d\(round)/\(round % 2 == 0 ? "a" : "b")")))
+            }
+        }
+        assertTheStreamAddsUp("exchanged and removed while lost", queueLost: true)
+        for round in 0..<8 where round % 4 < 2 || round % 2 == 0 {
+            // What is left of the directory first named `a` (now `b`), or the other one (`a`).
+            directory.touch("d\(round)/\(round % 2 == 0 ? "b" : "a")/inner/later")
+        }
+        assertTheStreamAddsUp("later")
+        XCTAssertEqual(
+            watcher.watchedDirectories().map(\.description).sorted(),
+            ([directory.path] + TreeModel.walk(directory.path).filter(\.value).keys.map { directory.url($0) }).sorted())
+    }
+
     private func path(_ name: String) -> FileSystemPath { FileSystemPath(directory.url(name)) }
 }
 
@@ -663,5 +755,17 @@ final class FanotifyTreeChurnTests: TreeChurnTests {
 
     override func testDirectoriesExchangedAcrossDirectoriesWhileEventsWereLostAreFoundByTheRescan() throws {
         try super.testDirectoriesExchangedAcrossDirectoriesWhileEventsWereLostAreFoundByTheRescan()
+    }
+
+    override func testAnExchangeThenARemovalOfEitherWhileEventsWereLostIsFoundByTheRescan() throws {
+        try super.testAnExchangeThenARemovalOfEitherWhileEventsWereLostIsFoundByTheRescan()
+    }
+
+    override func testASubtreeMovedInThenExchangedWithAFileAtOnceIsReportedWhole() throws {
+        try super.testASubtreeMovedInThenExchangedWithAFileAtOnceIsReportedWhole()
+    }
+
+    override func testAnExchangeOfASubtreeJustMovedInWithADirectoryJustMadeAddsUp() throws {
+        try super.testAnExchangeOfASubtreeJustMovedInWithADirectoryJustMadeAddsUp()
     }
 }

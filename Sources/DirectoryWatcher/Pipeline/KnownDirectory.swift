@@ -196,6 +196,11 @@ final class KnownDirectory {
         entries.record(forName: name) != nil
     }
 
+    /// Whether the entry of that name is known as a directory; nil when none is known.
+    func holdsDirectory(_ name: ArraySlice<UInt8>) -> Bool? {
+        entries.record(forName: name).map { entries[record: $0].isDirectory }
+    }
+
     /// Takes out an entry that moved to another watched directory.
     func takeOut(_ name: ArraySlice<UInt8>) -> Known? {
         entries.removeValue(forName: name)

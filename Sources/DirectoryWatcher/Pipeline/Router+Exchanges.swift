@@ -267,15 +267,26 @@ extension Router {
             } else if let source, let target, tree.node(source.wd) === source, tree.node(target.wd) === target {
                 let first = source.child(from.name)
                 let second = target.child(to.name)
+                // A directory a walk could not open at its name (it met the other entry there) is
+                // walked at the name the exchange gave it, as it would have been at its own;
+                // taken first, so that no move tries it again at the old name.
+                let firstUnreached = first == nil ? tree.takeUnreached(from.name, of: source) : nil
+                let secondUnreached = second == nil ? tree.takeUnreached(to.name, of: target) : nil
                 if let first { move(first, to: to.name, in: target, of: tree, for: subscription) }
                 if let second { move(second, to: from.name, in: source, of: tree, for: subscription) }
-                // A directory of which the tree had no node (a fanotify tree's, not reached yet)
-                // is watched under its new name.
-                if first == nil, firstIsDirectory, !tree.isLazy {
-                    treeChanged(to.name, at: target, appeared: true, for: subscription, foundByRescan: false)
+                // A directory of which the tree had no node is watched under its new name (a
+                // fanotify tree's not reached yet is reached by its listing, unless it was).
+                if first == nil, firstIsDirectory, !tree.isLazy || firstUnreached != nil {
+                    treeChanged(
+                        to.name, at: target, appeared: true, for: subscription,
+                        foundByRescan: firstUnreached?.foundByRescan ?? false,
+                        reporting: firstUnreached?.reporting ?? true)
                 }
-                if second == nil, secondIsDirectory, !tree.isLazy {
-                    treeChanged(from.name, at: source, appeared: true, for: subscription, foundByRescan: false)
+                if second == nil, secondIsDirectory, !tree.isLazy || secondUnreached != nil {
+                    treeChanged(
+                        from.name, at: source, appeared: true, for: subscription,
+                        foundByRescan: secondUnreached?.foundByRescan ?? false,
+                        reporting: secondUnreached?.reporting ?? true)
                 }
             } else if let source {
                 treeChanged(from.name, at: source, appeared: false, for: subscription, foundByRescan: false)

@@ -115,7 +115,12 @@ extension Router {
         guard let handle = creatingDirectory else { return false }
         let path = node.path.appending(bytes: name)
         let wd = fanotify.descriptor(for: handle)
-        guard tree.node(wd) == nil else { return true }
+        if let met = tree.node(wd) {
+            // Met by a walk elsewhere first, where a rename or an exchange still to come puts it
+            // (the walk said it there): that move's event is the one it was met early for.
+            if met.parent !== node || met.name[...] != name { met.metEarlyIn = node.wd }
+            return true
+        }
         let child = tree.add(Array(name), of: node, wd: wd)
         table.insert(subscription, wd: wd, directory: path, mask: subscription.mask, node: child)
         if known[wd] == nil { known[wd] = KnownDirectory(listing: [], listedAfter: birthClock(), at: wallClock()) }
@@ -285,8 +290,8 @@ extension Router {
     /// is excluded, or a directory on the way is gone.
     ///
     /// `early` is set when the directory is not in the tree yet as far as its events have told:
-    /// its parent was listed without it, so the event that brings it in (its creation, a move in)
-    /// is still queued, behind the one being routed, and the walk that event starts reports what
+    /// its parent was listed without it (or with a file by its name), so the event that brings
+    /// it in (its creation, a move in, an exchange with that file) is still queued, behind the one being routed, and the walk that event starts reports what
     /// is in it. Events from before that are not reported on their own: they would be reported
     /// twice.
     @discardableResult
@@ -304,7 +309,9 @@ extension Router {
                 node = child
                 continue
             }
-            if let parent = known[node.wd], !parent.contains(name) {
+            // Not there as far as the events have told, or there as a file: the event that
+            // brings it (an exchange with that file, too) is still to come.
+            if let parent = known[node.wd], parent.holdsDirectory(name) != true {
                 early = true
                 return nil
             }

@@ -1120,7 +1120,16 @@ final class Router {
                         isDirectory: difference.isDirectory, foundByRescan: true),
                     for: watch.subscriber)
             }
-            guard let node = watch.node, difference.isDirectory, !watch.subscriber.loop.isEnded else { continue }
+            guard let node = watch.node, !watch.subscriber.loop.isEnded else { continue }
+            if !difference.isDirectory {
+                // A file renamed or made over a directory (an exchange's other half, the
+                // directory removed since): that directory is let go.
+                if difference.kind == .renamed || difference.kind == .created, node.child(difference.name[...]) != nil {
+                    treeChanged(
+                        difference.name[...], at: node, appeared: false, for: watch.subscriber, foundByRescan: true)
+                }
+                continue
+            }
             switch difference.kind {
             case .removed:
                 treeChanged(difference.name[...], at: node, appeared: false, for: watch.subscriber, foundByRescan: true)

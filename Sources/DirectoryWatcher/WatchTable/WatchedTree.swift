@@ -31,6 +31,15 @@ final class WatchedTree {
         nodes[wd] = root
     }
 
+    /// Takes `name` of `parent` out of ``unreached``: what was to be done for it, if it was there.
+    func takeUnreached(_ name: ArraySlice<UInt8>, of parent: TreeNode) -> (reporting: Bool, foundByRescan: Bool)? {
+        guard let index = unreached.firstIndex(where: { $0.parent === parent && $0.name[...] == name }) else {
+            return nil
+        }
+        let entry = unreached.remove(at: index)
+        return (entry.reporting, entry.foundByRescan)
+    }
+
     var count: Int { nodes.count }
     var descriptors: [Int32] { nodes.keys }
 
