@@ -523,6 +523,61 @@ class TreeChurnTests: WatchedDirectoryTestCase {
         }
     }
 
+    /// While the loop is held, a subtree moved in, one of its directories at once exchanged with
+    /// a file in another directory of the tree, and that directory renamed: the kernel reports
+    /// the exchange's two halves in that directory alone (the subtree was not watched yet), the
+    /// directory's arrival under the file's name first. (Before, on inotify: the two came as
+    /// `movedIn` of the directory then `movedOut` of the file, which, applied in order, lose the
+    /// directory; the inotify soak with exchanges anywhere and churn after, seed 2128937056.)
+    func testAnExchangeWithADirectoryOfASubtreeJustMovedInThenARenameAddsUp() throws {
+        let outside = TemporaryDirectory()
+        for round in 0..<20 {
+            makeSubtree(outside.url("in\(round)"))
+            XCTAssertEqual(Glibc.mkdir(directory.url("a\(round)"), 0o755), 0)
+            directory.touch("a\(round)/file")
+            XCTAssertEqual(Glibc.mkdir(directory.url("b\(round)"), 0o755), 0)
+        }
+        try watchTree()
+        for round in 0..<20 {
+            let staller = try Staller(test: self)
+            rename(outside.url("in\(round)"), directory.url("b\(round)/in"))
+            exchange("b\(round)/in/inner", "a\(round)/file")
+            rename(directory.url("a\(round)"), directory.url("b\(round)/a"))
+            staller.resume()
+            assertTheStreamAddsUp("round \(round)")
+            directory.touch("b\(round)/a/file/later")
+            assertTheStreamAddsUp("round \(round), later")
+        }
+    }
+
+    /// While the loop is held, a directory moved in, at once exchanged with a directory of the
+    /// tree, and moved out again: when the watcher reads the exchange, the name it came in by is
+    /// gone and known by no inode, and the directory that came in had no watch yet to tell. The
+    /// other directory does: under its name now is another one. (Before, on inotify: two
+    /// renames, which, applied in order, left the tree's directory where it was with what it
+    /// held, and what came in under its name never reported; the inotify soak with exchanges
+    /// anywhere and churn after, seed 2128937004.)
+    func testAnExchangeWithADirectoryJustMovedInThenMovedOutAddsUp() throws {
+        let outside = TemporaryDirectory()
+        for round in 0..<20 {
+            makeSubtree(directory.url("a\(round)"))
+            directory.touch("a\(round)/only-a")
+            makeSubtree(outside.url("b\(round)"))
+            outside.touch("b\(round)/only-b")
+        }
+        try watchTree()
+        for round in 0..<20 {
+            let staller = try Staller(test: self)
+            rename(outside.url("b\(round)"), directory.url("b\(round)"))
+            exchange("a\(round)", "b\(round)")
+            rename(directory.url("b\(round)"), outside.url("gone\(round)"))
+            staller.resume()
+            assertTheStreamAddsUp("round \(round)")
+            directory.touch("a\(round)/inner/later")
+            assertTheStreamAddsUp("round \(round), later")
+        }
+    }
+
     /// Directories exchanged across directories while the events were lost, one of them moved on
     /// at once to where the rescan lists it first: its node moves there, and its old name, which
     /// holds the other directory since, was taken for the same directory by its name (a directory
@@ -767,5 +822,13 @@ final class FanotifyTreeChurnTests: TreeChurnTests {
 
     override func testAnExchangeOfASubtreeJustMovedInWithADirectoryJustMadeAddsUp() throws {
         try super.testAnExchangeOfASubtreeJustMovedInWithADirectoryJustMadeAddsUp()
+    }
+
+    override func testAnExchangeWithADirectoryOfASubtreeJustMovedInThenARenameAddsUp() throws {
+        try super.testAnExchangeWithADirectoryOfASubtreeJustMovedInThenARenameAddsUp()
+    }
+
+    override func testAnExchangeWithADirectoryJustMovedInThenMovedOutAddsUp() throws {
+        try super.testAnExchangeWithADirectoryJustMovedInThenMovedOutAddsUp()
     }
 }

@@ -38,10 +38,16 @@ extension Router {
     }
 
     func isDeparture(_ event: InotifyEvent, before arrival: InotifyEvent) -> Bool {
+        guard
+            event.wd == arrival.wd && event.cookie == arrival.cookie &+ 1 && event.name == arrival.name
+                && event.has(InotifyMask.movedFrom)
+        else { return false }
+        // An entry of the other type leaving as one comes in: only an exchange does that (the
+        // directory may be renamed since, so that its path no longer tells).
+        if event.has(InotifyMask.isDirectory) != arrival.has(InotifyMask.isDirectory) { return true }
         // The next cookie alone is also a move in and a rename away at once; an exchange leaves
         // the name there.
-        event.wd == arrival.wd && event.cookie == arrival.cookie &+ 1 && event.name == arrival.name
-            && event.has(InotifyMask.movedFrom) && entryExists(Array(event.name), in: event.wd)
+        return entryExists(Array(event.name), in: event.wd)
     }
 
     /// A paired move: held when it may be an exchange's first half, else routed.
@@ -98,8 +104,9 @@ extension Router {
     /// directory (its event not read yet) makes stale. A directory's own inode tells: a path that
     /// leads elsewhere says nothing, and then the kernel's events decide. A file and a directory
     /// can only have been exchanged (a rename cannot put one over the other); two directories
-    /// were exchanged when the target's old directory is still watched (a rename over it would
-    /// have dropped its watch, `IN_IGNORED`, before its way back); two files, when the cookies
+    /// were exchanged when the first one's name holds another directory now (two renames would
+    /// have put it back), or when the target's old directory is still watched (a rename over it
+    /// would have dropped its watch, `IN_IGNORED`, before its way back); two files, when the cookies
     /// are consecutive, as an exchange's two halves always are (two renames' are when nothing
     /// else moved between them).
     private func isExchange(_ held: (from: InotifyEvent, to: InotifyEvent), mirror: InotifyEvent) -> Bool {
@@ -108,10 +115,24 @@ extension Router {
         if heldIsDirectory != mirror.has(InotifyMask.isDirectory) { return true }
         if let atTarget = entry(Array(held.to.name), inDirectoryOf: held.to.wd) {
             if atTarget != nil { return true }
-            guard let inode = known[held.to.wd]?.inode(held.to.name) else { return false }
-            if let atSource = entry(Array(held.from.name), inDirectoryOf: held.from.wd) { return atSource == inode }
+            if let inode = known[held.to.wd]?.inode(held.to.name) {
+                if let atSource = entry(Array(held.from.name), inDirectoryOf: held.from.wd) {
+                    return atSource == inode
+                }
+            } else if !heldIsDirectory {
+                return false
+            }
+            // A directory known by its name alone (one an event brought): its watch tells.
         }
         if heldIsDirectory {
+            // The directory that moved first is back at its name after two renames; after an
+            // exchange, the other one is there (the target's may have had no watch to tell).
+            if let moved = table.watches(held.from.wd).lazy.compactMap({ $0.node?.child(held.from.name) }).first,
+                moved.inode != 0, let atSource = entry(Array(held.from.name), inDirectoryOf: held.from.wd),
+                let inode = atSource
+            {
+                return inode != moved.inode
+            }
             return table.watches(held.to.wd).contains { $0.node?.child(held.to.name) != nil }
         }
         return mirror.cookie == held.from.cookie &+ 1
@@ -131,6 +152,19 @@ extension Router {
             let atTo = entry(Array(to.name), inDirectoryOf: to.wd), atTo == second
         else { return false }
         return true
+    }
+
+    /// Which half of an exchange a listing read after it showed already, by the inodes the
+    /// listings read: a directory listed after the exchange (walked as it moved in, most often)
+    /// shows the entry the exchange put there, so both names are known by one inode; the disk
+    /// says which of them holds it. nil when neither tells (two names of one file as well).
+    private func listedHalf(of from: InotifyEvent, _ to: InotifyEvent) -> Half? {
+        guard let first = known[from.wd]?.listedInode(from.name), let second = known[to.wd]?.listedInode(to.name),
+            first == second
+        else { return nil }
+        if let atFrom = entry(Array(from.name), inDirectoryOf: from.wd), atFrom == first { return .second }
+        if let atTo = entry(Array(to.name), inDirectoryOf: to.wd), atTo == second { return .first }
+        return nil
     }
 
     /// The inode of the entry `name` in the directory of `wd` (`.some(nil)` when there is no such
@@ -166,9 +200,18 @@ extension Router {
         // Listed after it (the walks of two directories just moved in, most often): both names
         // were reported holding what they hold since, and the exchange is a repeat.
         if isListed(exchangeOf: from, to) { return }
+        let listed = listedHalf(of: from, to)
         let firstIsDirectory = from.has(InotifyMask.isDirectory)
         let (sourceWD, targetWD) = (from.wd, to.wd)
-        if sourceWD == targetWD {
+        if let listed {
+            // The name listed after the exchange is known as it is; the other one holds an entry
+            // not listed there yet.
+            let (wd, name, isDirectory) =
+                listed == .second ? (targetWD, to.name, firstIsDirectory) : (sourceWD, from.name, secondIsDirectory)
+            _ = known[wd]?.takeOut(name)
+            known[wd]?.putIn(name, nil, isDirectory: isDirectory, at: wallNow)
+            pendingListings[wd]?.steps += [.movedOut(name), .movedIn(name, isDirectory: isDirectory)]
+        } else if sourceWD == targetWD {
             known[sourceWD]?.exchange(from.name, to.name)
             pendingListings[sourceWD]?.steps.append(.exchanged(from.name, to.name))
         } else {
@@ -204,7 +247,7 @@ extension Router {
                 guard source.covers(from.name) || target.covers(to.name), (source.mask | target.mask) & moves != 0
                 else { continue }
                 // A tree's walk showed one half already: the other end is what changed since.
-                switch arrivalSaid(source.node, target.node, from, to) {
+                switch arrivalSaid(source.node, target.node, from, to) ?? listed {
                 case .second?:
                     collect([secondFrom, to], as: target)
                     continue
@@ -230,8 +273,8 @@ extension Router {
         }
         if firstIsDirectory || secondIsDirectory {
             treeExchanged(
-                from, to, firstIsDirectory: firstIsDirectory, secondIsDirectory: secondIsDirectory, sources: sources,
-                targets: targets)
+                from, to, firstIsDirectory: firstIsDirectory, secondIsDirectory: secondIsDirectory, listed: listed,
+                sources: sources, targets: targets)
         }
     }
 
@@ -250,11 +293,11 @@ extension Router {
     /// (their watches stay, and the paths below them follow); a tree that sees one end alone lets
     /// what left go and watches what came in.
     private func treeExchanged(
-        _ from: InotifyEvent, _ to: InotifyEvent, firstIsDirectory: Bool, secondIsDirectory: Bool,
+        _ from: InotifyEvent, _ to: InotifyEvent, firstIsDirectory: Bool, secondIsDirectory: Bool, listed: Half?,
         sources: [WatchTable<Subscription>.Watch], targets: [WatchTable<Subscription>.Watch]
     ) {
         forEachTree(of: sources, targets) { subscription, tree, source, target in
-            if let source, let target, let said = arrivalSaid(source, target, from, to) {
+            if let source, let target, let said = arrivalSaid(source, target, from, to) ?? listed {
                 // The directory a walk met early is where the exchange put it; what is at the
                 // other end now is the other entry, new there.
                 let (met, end, name, isDirectory) =
