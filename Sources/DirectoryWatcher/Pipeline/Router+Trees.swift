@@ -233,6 +233,7 @@ extension Router {
                 }
                 // Met by a walk while watching: the event that moved it here is still to come.
                 existing.metEarlyIn = foundByRescan ? -1 : existing.parent?.wd ?? -1
+                if existing.metEarlyIn != -1 { tree.metEarlyNames[existing.wd] = existing.name }
                 tree.move(existing, to: step.name, in: step.parent)
                 // Reported as created with its parent's entries, it is news to the watcher here,
                 // and so is what it holds: its move's events were lost, or are still to come
@@ -350,6 +351,8 @@ extension Router {
         } else if let child = node.child(name) {
             // Its watches go with it; what was below it is not reported one by one.
             for wd in tree.remove(child) { release(wd, for: subscription) }
+        } else if !tree.metEarlyNames.isEmpty {
+            tree.departed(name, from: node)
         }
     }
 

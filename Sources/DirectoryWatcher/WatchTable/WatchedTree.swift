@@ -31,6 +31,26 @@ final class WatchedTree {
         nodes[wd] = root
     }
 
+    /// The name each directory met early (``TreeNode/metEarlyIn``) had in the directory its mark
+    /// names, by descriptor: few at a time, and stale ones are dropped as they are met.
+    var metEarlyNames: [Int32: [UInt8]] = [:]
+
+    /// The departure of `name` from `parent` was routed with no directory of the tree under that
+    /// name: a directory met early elsewhere, whose move that was, lost its mark (the move's
+    /// arrival, in a directory not watched yet, was never reported to clear it).
+    func departed(_ name: ArraySlice<UInt8>, from parent: TreeNode) {
+        for (wd, old) in metEarlyNames {
+            guard let node = nodes[wd], node.metEarlyIn != -1 else {
+                metEarlyNames[wd] = nil
+                continue
+            }
+            if node.metEarlyIn == parent.wd && old[...] == name {
+                node.metEarlyIn = -1
+                metEarlyNames[wd] = nil
+            }
+        }
+    }
+
     /// Takes `name` of `parent` out of ``unreached``: what was to be done for it, if it was there.
     func takeUnreached(_ name: ArraySlice<UInt8>, of parent: TreeNode) -> (reporting: Bool, foundByRescan: Bool)? {
         guard let index = unreached.firstIndex(where: { $0.parent === parent && $0.name[...] == name }) else {
