@@ -291,9 +291,9 @@ extension Router {
     ///
     /// `early` is set when the directory is not in the tree yet as far as its events have told:
     /// its parent was listed without it (or with a file by its name), so the event that brings
-    /// it in (its creation, a move in, an exchange with that file) is still queued, behind the one being routed, and the walk that event starts reports what
-    /// is in it. Events from before that are not reported on their own: they would be reported
-    /// twice.
+    /// it in (its creation, a move in, an exchange with that file) is still queued, behind the
+    /// one being routed, and the walk that event starts reports what is in it. Events from
+    /// before that are not reported on their own: they would be reported twice.
     @discardableResult
     func materialize(
         _ path: FileSystemPath, handle: KernelHandle, in subscription: Subscription, early: inout Bool
