@@ -40,7 +40,11 @@ class TreeChurnTests: WatchedDirectoryTestCase {
     /// A directory at the absolute `path` with a file, and a directory with a file below.
     private func makeSubtree(_ path: String) {
         for made in [path, path + "/inner"] { XCTAssertEqual(Glibc.mkdir(made, 0o755), 0, made) }
-        for file in [path + "/f", path + "/inner/g"] { XCTAssertEqual(creat(file, 0o644) >= 0 ? 0 : errno, 0, file) }
+        for file in [path + "/f", path + "/inner/g"] {
+            let fd = creat(file, 0o644)
+            XCTAssertGreaterThanOrEqual(fd, 0, "\(file): \(String(cString: strerror(errno)))")
+            close(fd)
+        }
     }
 
     private func rename(_ from: String, _ to: String) {
