@@ -278,27 +278,27 @@ final class RouterTests: XCTestCase {
         let (_, _) = try subscribe("/e")
         XCTAssertNil(router.deadline, "nothing to learn: no wake-up")
         read([InotifyEvent(wd: wd("/d"), mask: InotifyMask.create, name: Array("a".utf8))], now: 0)
-        XCTAssertEqual(router.deadline, Router.learningIdle)
+        XCTAssertEqual(router.deadline, InodeLearning.idle)
         // Events keep coming: the idle moment moves, up to the latest.
         var now: UInt64 = 0
-        while now + Router.learningIdle / 2 < Router.learningLatest {
-            now += Router.learningIdle / 2
+        while now + InodeLearning.idle / 2 < InodeLearning.latest {
+            now += InodeLearning.idle / 2
             read([InotifyEvent(wd: wd("/e"), mask: InotifyMask.create, name: Array("x".utf8))], now: now)
             XCTAssertEqual(namesListed, [])
         }
-        read([], now: Router.learningLatest)
+        read([], now: InodeLearning.latest)
         XCTAssertEqual(namesListed, ["/d"], "listed at the latest, though events kept coming")
         XCTAssertNil(router.deadline, "then nothing is due: no wake-up")
-        read([], now: Router.learningLatest * 2)
+        read([], now: InodeLearning.latest * 2)
         XCTAssertEqual(namesListed, ["/d"])
 
         // A barrier does not list: it stays cheap however large the directory.
-        let start = Router.learningLatest * 3
+        let start = InodeLearning.latest * 3
         read([InotifyEvent(wd: wd("/d"), mask: InotifyMask.create, name: Array("b".utf8))], now: start)
         router.requestBarrier(for: d) {}
         read([InotifyEvent(wd: barrierWD, mask: InotifyMask.attributes)], now: start + 1)
         XCTAssertEqual(namesListed, ["/d"])
-        read([], now: start + Router.learningIdle + 1)
+        read([], now: start + InodeLearning.idle + 1)
         XCTAssertEqual(namesListed, ["/d", "/d"], "idle: listed")
     }
 

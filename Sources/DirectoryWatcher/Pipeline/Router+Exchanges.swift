@@ -14,13 +14,13 @@ extension Router {
     /// (`IN_MOVED_FROM` of the same name, the next cookie) just after. Applied in order, the two
     /// would take the new entry away; the departure is routed first.
     func route(_ event: InotifyEvent) {
-        if let arrival = heldArrival {
+        if let arrival = held.arrival {
             // The moved directory's own event, which the kernel queues between the halves.
             if event.name.isEmpty && event.has(InotifyMask.moveSelf) {
                 handle(event)
                 return
             }
-            heldArrival = nil
+            held.arrival = nil
             if isDeparture(event, before: arrival) {
                 handle(event)
                 handle(arrival)
@@ -29,9 +29,9 @@ extension Router {
             handle(arrival)
         }
         if event.has(InotifyMask.movedTo), event.cookie != 0, known[event.wd]?.contains(event.name) == true {
-            if heldMove != nil { releaseHeldMove() }
-            heldArrival = event
-            heldDeadline = now &+ holdWindow
+            if held.move != nil { releaseHeldMove() }
+            held.arrival = event
+            held.deadline = now &+ holdWindow
             return
         }
         handle(event)
@@ -52,8 +52,8 @@ extension Router {
 
     /// A paired move: held when it may be an exchange's first half, else routed.
     func route(move from: InotifyEvent, to: InotifyEvent) {
-        if let arrival = heldArrival {
-            heldArrival = nil
+        if let arrival = held.arrival {
+            held.arrival = nil
             if isDeparture(from, before: arrival) {
                 route(move: from, to: to)
                 handle(arrival)
@@ -61,20 +61,20 @@ extension Router {
             }
             handle(arrival)
         }
-        if let held = heldMove {
-            heldMove = nil
-            if isMirror(held, of: (from, to)), isExchange(held, mirror: from) {
-                handleExchange(held.from, held.to, secondIsDirectory: from.has(InotifyMask.isDirectory))
+        if let move = held.move {
+            held.move = nil
+            if isMirror(move, of: (from, to)), isExchange(move, mirror: from) {
+                handleExchange(move.from, move.to, secondIsDirectory: from.has(InotifyMask.isDirectory))
                 return
             }
-            handleMove(from: held.from, to: held.to)
+            handleMove(from: move.from, to: move.to)
         }
         // A fanotify tree's directory not listed yet has no names to tell whether the move
         // replaced one: the entries' handles tell an exchange by its mirror.
         if known[to.wd]?.contains(to.name) ?? (renamedObject != nil) {
-            heldMove = (from, to)
-            heldObject = renamedObject
-            heldDeadline = now &+ holdWindow
+            held.move = (from, to)
+            held.object = renamedObject
+            held.deadline = now &+ holdWindow
         } else {
             handleMove(from: from, to: to)
         }
@@ -82,13 +82,13 @@ extension Router {
 
     /// Routes the held move as the rename it is: its mirror did not come.
     func releaseHeldMove() {
-        if let arrival = heldArrival {
-            heldArrival = nil
+        if let arrival = held.arrival {
+            held.arrival = nil
             handle(arrival)
         }
-        guard let held = heldMove else { return }
-        heldMove = nil
-        handleMove(from: held.from, to: held.to)
+        guard let move = held.move else { return }
+        held.move = nil
+        handleMove(from: move.from, to: move.to)
     }
 
     /// Whether the held move and its mirror, just routed, are an exchange rather than a rename
@@ -110,7 +110,7 @@ extension Router {
     /// are consecutive, as an exchange's two halves always are (two renames' are when nothing
     /// else moved between them).
     private func isExchange(_ held: (from: InotifyEvent, to: InotifyEvent), mirror: InotifyEvent) -> Bool {
-        if let first = heldObject, let second = renamedObject { return first != second }
+        if let first = self.held.object, let second = renamedObject { return first != second }
         let heldIsDirectory = held.from.has(InotifyMask.isDirectory)
         if heldIsDirectory != mirror.has(InotifyMask.isDirectory) { return true }
         if let atTarget = entry(Array(held.to.name), inDirectoryOf: held.to.wd) {

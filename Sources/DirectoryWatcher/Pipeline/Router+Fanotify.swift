@@ -167,7 +167,7 @@ extension Router {
             if mask & InotifyMask.create != 0 {
                 // A rename held for its mirror has none: routed first, before the handle of the
                 // directory this record creates is set.
-                if heldMove != nil || heldArrival != nil { releaseHeldMove() }
+                if held.isHolding { releaseHeldMove() }
                 creatingDirectory = event.object
             }
             handle(event.inotifyEvent(wd: wd, mask: mask))
@@ -181,7 +181,7 @@ extension Router {
         let directory = event.isDirectory ? InotifyMask.isDirectory : 0
         var source = event.directory.flatMap { descriptor(resolving: $0) }
         var target = event.newDirectory.flatMap { descriptor(resolving: $0) }
-        if heldMove != nil || heldArrival != nil, !continuesHeldRename(event, from: source, to: target) {
+        if held.isHolding, !continuesHeldRename(event, from: source, to: target) {
             // What was held comes first, and may bring in the directories this record names
             // (a tree moved in, then a directory of it moved on): they are resolved after it.
             releaseHeldMove()
@@ -217,11 +217,11 @@ extension Router {
     private func continuesHeldRename(_ event: FanotifyEvent, from source: Int32?, to target: Int32?) -> Bool {
         let oldName = event.inotifyEvent(wd: 0, mask: 0).name
         let newName = event.inotifyEvent(wd: 0, mask: 0, renamed: true).name
-        if let held = heldMove {
-            return source == held.to.wd && target == held.from.wd && oldName == held.to.name
-                && newName == held.from.name
+        if let move = held.move {
+            return source == move.to.wd && target == move.from.wd && oldName == move.to.name
+                && newName == move.from.name
         }
-        if let arrival = heldArrival { return source == arrival.wd && oldName == arrival.name }
+        if let arrival = held.arrival { return source == arrival.wd && oldName == arrival.name }
         return false
     }
 

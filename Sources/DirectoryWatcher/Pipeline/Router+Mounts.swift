@@ -85,7 +85,7 @@ extension Router {
             }
         }
         guard gone.contains(where: concerns) || made.contains(where: concerns) else { return }
-        if heldMove != nil || heldArrival != nil { releaseHeldMove() }
+        if held.isHolding { releaseHeldMove() }
         // Outer mounts first: what is below a mount point is looked up after it has been redone.
         let changed = (made.map { ($0, true) } + gone.map { ($0, false) }).sorted {
             $0.0.mountPoint.bytes.count < $1.0.mountPoint.bytes.count

@@ -29,7 +29,8 @@ final class Router {
     @exclusivity(unchecked) var table: WatchTable<Subscription>
     @exclusivity(unchecked) var subscriptions: [ObjectIdentifier: Subscription] = [:]
     @exclusivity(unchecked) private var pairing: MovePairing
-    @exclusivity(unchecked) private var barrier = BarrierState<BarrierRequest>()
+    /// Every barrier not completed yet, with what each waits for.
+    @exclusivity(unchecked) private var barriers = BarrierBook<BarrierRequest>()
     /// Subscriptions with a batch collected in this wake-up, in the order they got their first change.
     @exclusivity(unchecked) private var dirty: [Subscription] = []
     /// Mailboxes that blocks were appended to while idle: the loop owes each a drain.
@@ -46,8 +47,6 @@ final class Router {
     /// Watchers whose backlog overflowed and has since been delivered: once the kernel queue is
     /// drained, their directories are listed again and each gets what it missed.
     @exclusivity(unchecked) private var catchUpsDue: [Subscription] = []
-    /// Barriers of watchers owed a catch-up: they complete after it, by watcher.
-    @exclusivity(unchecked) private var barriersAfterCatchUp: [ObjectIdentifier: [BarrierRequest]] = [:]
     /// The watchers whose catch-up the rescan in progress reports, by watcher: what each knew of
     /// its directories when its backlog overflowed (``rescan(_:afterKernelOverflow:takingCatchUps:)``).
     @exclusivity(unchecked) private var catchUpBaselines: [ObjectIdentifier: [Int32: NameTable<KnownDirectory.Known>]] =
@@ -55,20 +54,13 @@ final class Router {
     /// Paused watchers that asked to resume and have directories to list first: once the kernel
     /// queue is drained, those are listed and each is told what changed while it was paused.
     @exclusivity(unchecked) private var resumesDue: [Subscription] = []
-    /// Barriers of resuming watchers: they complete after the resuming batch, by watcher.
-    @exclusivity(unchecked) private var barriersAfterResume: [ObjectIdentifier: [BarrierRequest]] = [:]
     /// Called from the delivering thread when such a watcher's backlog is delivered; the loop
     /// then runs ``backlogDrained(_:)`` on its leader.
     private let wakeForCatchUp: @Sendable (Subscription) -> Void
     /// Settling watchers with changes waiting (``Settler``), whose deadlines the loop sleeps to.
     @exclusivity(unchecked) private var settling: [Subscription] = []
-    /// Barriers of settling watchers with changes waiting: they complete after the batch that
-    /// holds those changes, by watcher.
-    @exclusivity(unchecked) private var barriersAfterSettling: [ObjectIdentifier: [BarrierRequest]] = [:]
     /// The monotonic time of the read or deadline being handled (settling times changes by it).
     @exclusivity(unchecked) private(set) var now: UInt64 = 0
-    /// Barriers that were in flight when the queue overflowed: they complete after the rescan.
-    @exclusivity(unchecked) private var barriersAfterRescan: [BarrierRequest] = []
     /// Trees with directories that could not be watched for the watch limit since the batches
     /// were last handed over (``WatchedTree/unwatched``): each is told in one notice.
     @exclusivity(unchecked) var unwatchedTrees: [Subscription] = []
@@ -81,29 +73,9 @@ final class Router {
         ->
         Void
     let listNames: NameLister
-    /// Kept directories with entries whose inode is not on record (``KnownDirectory/lacksInodes``).
-    /// The router lists their names once the loop has been idle for ``learningIdle`` (or, under
-    /// a steady stream of events, ``learningLatest`` after the first such entry). Not at a
-    /// barrier: a barrier stays cheap however large the directory.
-    @exclusivity(unchecked) private var lackingInodes: Set<Int32> = []
-    /// When the first directory joined ``lackingInodes``, and when the last event was read.
-    @exclusivity(unchecked) private var lackingSince: UInt64 = 0
-    @exclusivity(unchecked) private var lastEventRead: UInt64 = 0
-    static let learningIdle: UInt64 = 100_000_000
-    static let learningLatest: UInt64 = 2_000_000_000
-    /// The least time between two listings for inodes: fifty times what the last one took (and
-    /// at least 20 ms), so that listing a huge directory, however often files appear in it, takes
-    /// at most 2% of the loop's time.
-    @exclusivity(unchecked) private var learningSpacing: UInt64 = 0
-    /// When the last listing for inodes ran (monotonic).
-    @exclusivity(unchecked) private var lastLearning: UInt64 = 0
-
-    /// When the directories lacking inodes are due to be listed: once the loop has been idle, or
-    /// at the latest a while after the first such entry, and never sooner than the spacing.
-    private var learningDeadline: UInt64 {
-        let wanted = min(lastEventRead + Self.learningIdle, lackingSince + Self.learningLatest)
-        return max(wanted, lastLearning + learningSpacing)
-    }
+    /// Kept directories with entries whose inode is not on record (``KnownDirectory/lacksInodes``),
+    /// and when to list them.
+    @exclusivity(unchecked) private var learning = InodeLearning()
     let wallClock: () -> Snapshot.Time
     /// The loop's monotonic clock, for what happens outside a read or a deadline (a polled
     /// watcher's first schedule, a barrier's poll).
@@ -151,20 +123,11 @@ final class Router {
     @exclusivity(unchecked) var creatingDirectory: KernelHandle?
     /// The last cookie given to a fanotify rename, which pairs its halves here.
     @exclusivity(unchecked) var fanotifyCookie: UInt32 = 0
-    /// A paired move that may be the first half of an exchange (``Router+Exchanges``): held
-    /// until the next event, or the end of the wake-up.
-    @exclusivity(unchecked) var heldMove: (from: InotifyEvent, to: InotifyEvent)?
-    /// The handle of the entry the held move moved (a fanotify rename's own, with
-    /// `FAN_REPORT_TARGET_FID`), and of the entry the rename being routed moves: an exchange's
-    /// halves move two entries, a rename and its way back one.
-    @exclusivity(unchecked) var heldObject: KernelHandle?
+    /// What may be the first half of an exchange, held back (``Router+Exchanges``).
+    @exclusivity(unchecked) var held = ExchangeHold()
+    /// The handle of the entry the rename being routed moves (fanotify's), against
+    /// ``ExchangeHold/object``.
     @exclusivity(unchecked) var renamedObject: KernelHandle?
-    /// A move in with no first half (`IN_MOVED_TO` alone) that may be half an exchange with a
-    /// place not watched (``Router+Exchanges``): held until the next event.
-    @exclusivity(unchecked) var heldArrival: InotifyEvent?
-    /// When what is held stops waiting for the exchange's other half: the kernel queues the two
-    /// halves one after the other, and the loop may read between them.
-    @exclusivity(unchecked) var heldDeadline: UInt64 = 0
     /// How long a held move waits, as a rename's first half waits for its second.
     let holdWindow: UInt64
 
@@ -206,8 +169,8 @@ final class Router {
     /// learnt.
     var deadline: UInt64? {
         var earliest = pairing.deadline
-        if heldMove != nil || heldArrival != nil { earliest = min(earliest ?? .max, heldDeadline) }
-        if !lackingInodes.isEmpty { earliest = min(earliest ?? .max, learningDeadline) }
+        if held.isHolding { earliest = min(earliest ?? .max, held.deadline) }
+        if let due = learning.deadline { earliest = min(earliest ?? .max, due) }
         for subscription in settling {
             if let due = subscription.loop.settler?.deadline { earliest = min(earliest ?? .max, due) }
         }
@@ -234,7 +197,7 @@ final class Router {
         beginRead(now: now)
         // Most events pass straight through: nothing is held back and this is no rename's first
         // half (a second half finds no partner while nothing is held).
-        if pairing.isEmpty && heldMove == nil && heldArrival == nil
+        if pairing.isEmpty && !held.isHolding
             && !(event.has(InotifyMask.movedFrom | InotifyMask.movedTo) && event.cookie != 0)
         {
             handle(event)
@@ -250,7 +213,7 @@ final class Router {
             wallNowRead = now
             wallNow = wallClock()
         }
-        lastEventRead = now
+        learning.eventRead(at: now)
         self.now = now
     }
 
@@ -262,19 +225,16 @@ final class Router {
         if !polled.isEmpty { pollDue() }
         if !snapshotQueue.isEmpty { continueSnapshots() }
         if !settling.isEmpty { releaseSettled() }
-        if let arrival = heldArrival, now >= heldDeadline, !pairing.isEmpty {
+        if let arrival = held.arrival, now >= held.deadline, !pairing.isEmpty {
             // The departure an exchange with a place not watched brings after it waits for a
             // partner it will not get: it comes first (``route(_:)``), not after its window.
             pairing.giveUp(where: { isDeparture($0, before: arrival) }) { handle($0) }
         }
-        if heldMove != nil || heldArrival != nil, now >= heldDeadline { releaseHeldMove() }
+        if held.isHolding, now >= held.deadline { releaseHeldMove() }
         if let deadline = pairing.deadline, now >= deadline {
             pairing.expire(now: now) { handle($0) }
         }
-        if !lackingInodes.isEmpty, now >= learningDeadline {
-            learnInodes()
-            lastLearning = now
-        }
+        if let due = learning.deadline, now >= due { learnInodes(at: now) }
     }
 
     /// After every wake-up: releases barriers that waited for an overflow to drain, and hands the
@@ -282,13 +242,11 @@ final class Router {
     func finishWakeUp(queueDrained: Bool) {
         assert(isOnLoopThread())
         // (A held move waits for its deadline, or the next event: the barrier's own, for one.)
-        let holding = !pairing.isEmpty || heldMove != nil || heldArrival != nil
+        let holding = !pairing.isEmpty || held.isHolding
         if queueDrained && rescanPending && !holding {
             rescanPending = false
             rescan(known.keys, afterKernelOverflow: true)
-            let waiting = barriersAfterRescan
-            barriersAfterRescan = []
-            complete(waiting)
+            complete(barriers.take(.rescan))
         }
         if queueDrained && !catchUpsDue.isEmpty && !holding {
             let due = catchUpsDue
@@ -299,13 +257,11 @@ final class Router {
             }
             rescan(Array(descriptors), afterKernelOverflow: false)
             if !rescanPending {
-                let waiting = barriersAfterRescan
-                barriersAfterRescan = []
-                complete(waiting)
+                complete(barriers.take(.rescan))
             }
         }
         if queueDrained && !resumesDue.isEmpty && !holding { resumeDue() }
-        if queueDrained && pairing.isEmpty && barrier.drained() { writeBarrier() }
+        if queueDrained && pairing.isEmpty && barriers.drained() { writeBarrier() }
         flushBatches()
     }
 
@@ -313,14 +269,8 @@ final class Router {
     /// subscription (closing the inotify descriptor removes the kernel watches).
     func tearDown() {
         assert(isOnLoopThread())
-        if heldMove != nil || heldArrival != nil { releaseHeldMove() }
-        let leftover =
-            barrier.takeAll() + barriersAfterRescan + barriersAfterCatchUp.values.joined()
-            + barriersAfterSettling.values.joined() + barriersAfterResume.values.joined()
-        barriersAfterRescan = []
-        barriersAfterCatchUp = [:]
-        barriersAfterSettling = [:]
-        barriersAfterResume = [:]
+        if held.isHolding { releaseHeldMove() }
+        let leftover = barriers.takeAll()
         resumesDue = []
         settling = []
         flushBatches()
@@ -486,9 +436,7 @@ final class Router {
         dirty.removeAll { $0 === subscription }
         settling.removeAll { $0 === subscription }
         resumesDue.removeAll { $0 === subscription }
-        complete(barriersAfterCatchUp.removeValue(forKey: ObjectIdentifier(subscription)) ?? [])
-        complete(barriersAfterSettling.removeValue(forKey: ObjectIdentifier(subscription)) ?? [])
-        complete(barriersAfterResume.removeValue(forKey: ObjectIdentifier(subscription)) ?? [])
+        complete(barriers.take(allOf: ObjectIdentifier(subscription)))
     }
 
     // MARK: - Pausing
@@ -502,7 +450,7 @@ final class Router {
             // Paused again before its resuming listings: it stays paused, as it was.
             subscription.loop.pause?.isDue = false
             resumesDue.removeAll { $0 === subscription }
-            complete(barriersAfterResume.removeValue(forKey: ObjectIdentifier(subscription)) ?? [])
+            complete(barriers.take(.resume(ObjectIdentifier(subscription))))
             return
         }
         guard subscription.loop.pause == nil, !subscription.loop.isEnded,
@@ -536,7 +484,7 @@ final class Router {
                         kind: .overflow, path: subscription.root, isDirectory: true,
                         droppedChanges: catchUp.remainder.count + catchUp.dropped)
                 ] + catchUp.remainder
-            complete(barriersAfterCatchUp.removeValue(forKey: ObjectIdentifier(subscription)) ?? [])
+            complete(barriers.take(.catchUp(ObjectIdentifier(subscription))))
         }
         for wd in subscription.loop.descriptors where pause.baseline[wd] == nil {
             if let directory = known[wd] { pause.baseline[wd] = directory.entries }
@@ -604,7 +552,7 @@ final class Router {
             guard let pause = subscription.loop.pause, pause.isDue else { continue }
             subscription.loop.pause = nil
             schedule(subscription.handOverResumed(pause.owed + pause.found))
-            complete(barriersAfterResume.removeValue(forKey: ObjectIdentifier(subscription)) ?? [])
+            complete(barriers.take(.resume(ObjectIdentifier(subscription))))
             // Through collect, behind that batch: a directory gone ends the watch.
             if let failure = pause.failure { collect(failureNotice(failure, for: subscription), for: subscription) }
         }
@@ -634,7 +582,7 @@ final class Router {
     /// what the idle listing learns, without waiting for the loop to be idle).
     func learnInodesNow() {
         assert(isOnLoopThread())
-        if !lackingInodes.isEmpty { learnInodes() }
+        if !learning.isEmpty { learnInodes(at: nil) }
     }
 
     /// A watcher's overflowed backlog has been delivered: its catch-up is due once the kernel
@@ -665,13 +613,13 @@ final class Router {
             // queue has been read to its end, every change made before this request is routed.
             drainFanotify()
             // Every record before the request is read: an exchange's other half would be among them.
-            if heldMove != nil || heldArrival != nil { releaseHeldMove() }
+            if held.isHolding { releaseHeldMove() }
             if rescanPending {
-                barriersAfterRescan.append(request)
+                barriers.wait(request, for: .rescan)
             } else {
                 complete([request])
             }
-        } else if barrier.request(request) {
+        } else if barriers.request(request) {
             writeBarrier()
         }
     }
@@ -688,7 +636,7 @@ final class Router {
     func handle(_ event: InotifyEvent) {
         // The next event came: a move held for its mirror image has none. (Unless it is the
         // moved directory's own event, which the kernel queues between an exchange's halves.)
-        if heldMove != nil || heldArrival != nil, !(event.name.isEmpty && event.has(InotifyMask.moveSelf)) {
+        if held.isHolding, !(event.name.isEmpty && event.has(InotifyMask.moveSelf)) {
             releaseHeldMove()
         }
         if event.wd == -1 {
@@ -902,7 +850,7 @@ final class Router {
         guard let batch = subscription.loop.settler?.take(now: now, force: force) else { return }
         settling.removeAll { $0 === subscription }
         for change in batch where subscription.collect(change) { dirty.append(subscription) }
-        complete(barriersAfterSettling.removeValue(forKey: ObjectIdentifier(subscription)) ?? [])
+        complete(barriers.take(.settling(ObjectIdentifier(subscription))))
     }
 
     private func end(_ subscription: Subscription) {
@@ -926,14 +874,14 @@ final class Router {
         if !table.watches(wd).contains(where: { $0.subscriber.keepsSnapshot }) {
             known[wd] = nil
             pendingListings[wd] = nil
-            lackingInodes.remove(wd)
+            learning.remove(wd)
         }
         if FanotifyMarks.isFanotify(wd) && table.watches(wd).isEmpty { fanotify.forget(wd) }
     }
 
     /// A kernel queue overflowed: inotify's (every watcher of it), or fanotify's (its trees).
     func overflowed(fanotify: Bool = false) {
-        if heldMove != nil || heldArrival != nil { releaseHeldMove() }
+        if held.isHolding { releaseHeldMove() }
         // A polled watcher reads nothing of the kernel's queue: it lost nothing.
         for subscription in subscriptions.values
         where !subscription.loop.isEnded && subscription.pollingInterval == nil
@@ -943,7 +891,7 @@ final class Router {
         }
         rescanPending = true
         for wd in pendingListings.keys { pendingListings[wd]?.overflowed = true }
-        barriersAfterRescan += barrier.overflowed()
+        barriers.overflowed()
     }
 
     /// Lists the given kept directories again (every one after a kernel overflow; a catching-up
@@ -1101,7 +1049,7 @@ final class Router {
                 droppedChanges: catchUp.remainder.count + catchUp.dropped),
             for: subscription)
         for change in catchUp.remainder { collect(change, for: subscription) }
-        barriersAfterRescan += barriersAfterCatchUp.removeValue(forKey: ObjectIdentifier(subscription)) ?? []
+        for request in barriers.take(.catchUp(ObjectIdentifier(subscription))) { barriers.wait(request, for: .rescan) }
         return catchUp.baseline
     }
 
@@ -1173,19 +1121,19 @@ final class Router {
     }
 
     func lacksInodes(_ wd: Int32, _ directory: KnownDirectory) {
-        if lackingInodes.isEmpty { lackingSince = lastEventRead }
-        lackingInodes.insert(wd)
+        learning.add(wd)
         directory.isDueForLearning = true
     }
 
     /// Lists the names of the directories with entries whose inode is not on record, and records
     /// those inodes, so that a rescan can follow such a file to a new name. A directory stays due
-    /// while it has entries that may have been born in the birth clock's current tick.
-    private func learnInodes() {
+    /// while it has entries that may have been born in the birth clock's current tick. `now`: when
+    /// the schedule called for it (nil when a test did).
+    private func learnInodes(at now: UInt64?) {
         let start = birthClock()
         let began = wallClock()
         var due: Set<Int32> = []
-        for wd in lackingInodes {
+        for wd in learning.due {
             guard let directory = known[wd] else { continue }
             directory.isDueForLearning = false
             guard directory.lacksInodes,
@@ -1205,12 +1153,9 @@ final class Router {
                 due.insert(wd)
             }
         }
-        lackingInodes = due
-        lackingSince = lastEventRead
         let end = wallClock()
         let took = (end.seconds - began.seconds) * 1_000_000_000 + Int64(end.nanoseconds) - Int64(began.nanoseconds)
-        // At least a few kernel ticks: entries born in the listing's tick wait for the next.
-        learningSpacing = max(20_000_000, UInt64(clamping: took) * 50)
+        learning.listed(stillDue: due, took: UInt64(clamping: took), at: now)
     }
 
     /// Lists a watched directory, expecting the echo of its own reading.
@@ -1272,7 +1217,7 @@ final class Router {
     // MARK: - Barriers
 
     private func barrierReached() {
-        let (satisfied, writeAgain) = barrier.reached()
+        let (satisfied, writeAgain) = barriers.reached()
         complete(satisfied)
         if writeAgain { writeBarrier() }
     }
@@ -1284,13 +1229,13 @@ final class Router {
         flushBatches()
         for request in requests {
             if request.subscription.loop.catchUp != nil && !request.subscription.loop.isEnded {
-                barriersAfterCatchUp[ObjectIdentifier(request.subscription), default: []].append(request)
+                barriers.wait(request, for: .catchUp(ObjectIdentifier(request.subscription)))
             } else if request.subscription.loop.pause?.isDue == true && !request.subscription.loop.isEnded {
                 // Resuming: the barrier follows what changed while the watcher was paused.
-                barriersAfterResume[ObjectIdentifier(request.subscription), default: []].append(request)
+                barriers.wait(request, for: .resume(ObjectIdentifier(request.subscription)))
             } else if request.subscription.loop.settler?.isEmpty == false && !request.subscription.loop.isEnded {
                 // Changes from before the barrier wait to settle: the barrier follows them.
-                barriersAfterSettling[ObjectIdentifier(request.subscription), default: []].append(request)
+                barriers.wait(request, for: .settling(ObjectIdentifier(request.subscription)))
             } else {
                 schedule(request.subscription.run(request.completion))
             }
@@ -1305,7 +1250,7 @@ final class Router {
             } catch {
                 // Without the write no event will come: complete what was in flight now rather
                 // than never, and try again for what was waiting.
-                let (satisfied, writeAgain) = barrier.reached()
+                let (satisfied, writeAgain) = barriers.reached()
                 complete(satisfied)
                 if !writeAgain { return }
             }
