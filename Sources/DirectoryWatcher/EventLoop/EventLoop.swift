@@ -162,8 +162,8 @@ final class EventLoop: @unchecked Sendable {
             fanotifyFD = -1
             fanotifyDrained = true
         }
-        router.drainFanotify = { [unowned self] in readFanotifyEvents(now: clock(), untilDrained: true) }
-        router.openMountPoll = { [unowned self] () throws(SyscallError) in
+        router.services.drainFanotify = { [unowned self] in readFanotifyEvents(now: clock(), untilDrained: true) }
+        router.services.openMountPoll = { [unowned self] () throws(SyscallError) in
             let fd = try system.openMountTable()
             do throws(SyscallError) {
                 try system.epollAddForPriority(epollFD, fd: fd, token: Token.mountTable)
@@ -173,8 +173,9 @@ final class EventLoop: @unchecked Sendable {
             }
             mountTableFD = fd
         }
-        router.mountPollFired = { [unowned self] in mountTableFD >= 0 && system.mountTableChanged(mountTableFD) }
-        router.closeMountPoll = { [unowned self] in
+        router.services.mountPollFired = { [unowned self] in mountTableFD >= 0 && system.mountTableChanged(mountTableFD)
+        }
+        router.services.closeMountPoll = { [unowned self] in
             system.close(mountTableFD)  // (which takes it out of the epoll set too)
             mountTableFD = -1
         }

@@ -123,7 +123,9 @@ extension Router {
         }
         let child = tree.add(Array(name), of: node, wd: wd)
         table.insert(subscription, wd: wd, directory: path, mask: subscription.mask, node: child)
-        if known[wd] == nil { known[wd] = KnownDirectory(listing: [], listedAfter: birthClock(), at: wallClock()) }
+        if known[wd] == nil {
+            known[wd] = KnownDirectory(listing: [], listedAfter: services.birthClock(), at: services.wallClock())
+        }
         return true
     }
 
@@ -141,7 +143,7 @@ extension Router {
 
     /// One record read from the fanotify group, at `now`.
     func receive(_ event: FanotifyEvent, now: UInt64) {
-        assert(isOnLoopThread())
+        assert(services.isOnLoopThread())
         beginRead(now: now)
         if event.isOverflow {
             overflowed(fanotify: true)
@@ -342,7 +344,7 @@ extension Router {
     /// becomes a kept directory (what an overflow's rescan compares with), and its
     /// subdirectories nodes of the tree and the next to list.
     func continueSnapshots(for slice: UInt64 = Router.snapshotSlice) {
-        let end = clock() + slice
+        let end = services.clock() + slice
         while let (subscription, node) = snapshotQueue.popLast() {
             guard !subscription.loop.isEnded, let tree = subscription.loop.tree, tree.node(node.wd) === node,
                 let id = subscription.loop.fanotifyID
@@ -352,7 +354,7 @@ extension Router {
             } else {
                 list(node, of: tree, id: id, for: subscription)
             }
-            if clock() >= end { break }
+            if services.clock() >= end { break }
         }
     }
 
@@ -390,7 +392,7 @@ extension Router {
             return
         }
         defer { system.close(fd) }
-        let begun = birthClock()
+        let begun = services.birthClock()
         var listing: [(name: [UInt8], inode: UInt64, isDirectory: Bool)] = []
         do {
             try Snapshot.readNames(directory: fd, system: system) { name, inode, kind in
@@ -399,7 +401,7 @@ extension Router {
         } catch {
             return  // gone, or unreadable: its parent's events, or a rescan, will say
         }
-        let directory = KnownDirectory(listing: listing, listedAfter: begun, at: wallClock())
+        let directory = KnownDirectory(listing: listing, listedAfter: begun, at: services.wallClock())
         // Read after the watcher was ready and reported to nobody: what it shows is still news.
         directory.suppressesRepeats = false
         known[node.wd] = directory

@@ -34,7 +34,7 @@ extension Router {
 
     /// The loop's poll of the mount table fired: what changed is handled.
     func mountTableChanged(now: UInt64) {
-        assert(isOnLoopThread())
+        assert(services.isOnLoopThread())
         guard mounts != nil else { return }
         beginRead(now: now)
         _ = mountTableNow()
@@ -49,7 +49,7 @@ extension Router {
         mountWatchers.append(subscription)
         guard mounts == nil else { return }
         do {
-            try openMountPoll()
+            try services.openMountPoll()
         } catch {
             return  // (no poll: mounts are not followed; nothing else is lost)
         }
@@ -64,7 +64,7 @@ extension Router {
         mountWatchers.removeAll { $0 === subscription }
         if mountWatchers.isEmpty, mounts != nil {
             mounts = nil
-            closeMountPoll()
+            services.closeMountPoll()
         }
     }
 

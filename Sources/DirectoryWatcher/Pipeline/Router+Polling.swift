@@ -10,21 +10,21 @@ extension Router {
     /// Lists a polled watcher's directory (its whole tree, for a recursive one) and schedules
     /// its first poll. Throws when the directory cannot be listed.
     func subscribePolled(_ subscription: Subscription) throws(SyscallError) {
-        let root = try listDirectory(subscription.root)
+        let root = try services.listDirectory(subscription.root)
         var listings = [subscription.root: root]
         if subscription.recursive {
             var found: [DirectoryChange] = []
             addDirectories(below: subscription.root, listed: root, to: &listings, for: subscription, reporting: &found)
         }
         subscription.loop.polled = Subscription.Polled(
-            listings: listings, schedule: PollSchedule(interval: subscription.pollingInterval!, now: clock()))
+            listings: listings, schedule: PollSchedule(interval: subscription.pollingInterval!, now: services.clock()))
         subscriptions[ObjectIdentifier(subscription)] = subscription
         polled.append(subscription)
     }
 
     /// Polls the polled watchers that are due.
     func pollDue() {
-        let now = clock()
+        let now = services.clock()
         for subscription in polled where subscription.loop.pause == nil && !subscription.loop.isEnded {
             guard let due = subscription.loop.polled?.schedule.due, now >= due else { continue }
             pollAndCollect(subscription, now: now)
@@ -50,8 +50,8 @@ extension Router {
             let current: Snapshot
             do throws(SyscallError) {
                 // Most polls find nothing changed: checked without building a listing.
-                if try isUnchanged(path, old) { continue }
-                current = try listDirectory(path)
+                if try services.isUnchanged(path, old) { continue }
+                current = try services.listDirectory(path)
             } catch {
                 if path == subscription.root {
                     // Gone (removed, or moved: a path cannot tell), or unreadable now.
@@ -120,7 +120,7 @@ extension Router {
         if let exclusions = subscription.exclusions, exclusions.excludes(directory, under: subscription.root) {
             return
         }
-        guard listings[directory] == nil, let listing = try? listDirectory(directory) else { return }
+        guard listings[directory] == nil, let listing = try? services.listDirectory(directory) else { return }
         listings[directory] = listing
         for (name, entry) in listing.entries.sorted(by: { $0.key.lexicographicallyPrecedes($1.key) }) {
             let isDirectory = entry.kind == .directory

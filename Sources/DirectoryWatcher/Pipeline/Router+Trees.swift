@@ -165,7 +165,7 @@ extension Router {
         _ fd: Int32, at path: FileSystemPath, into result: inout Walked, for subscription: Subscription,
         reporting: Bool
     ) {
-        let begun = birthClock()
+        let begun = services.birthClock()
         var listing: [(name: [UInt8], inode: UInt64, isDirectory: Bool)] = []
         var subdirectories: [(name: [UInt8], path: FileSystemPath, throughLink: Bool, inode: UInt64)] = []
         let follows = subscription.followsLinks
@@ -185,7 +185,7 @@ extension Router {
             result.failure = error
             return
         }
-        result.known = KnownDirectory(listing: listing, listedAfter: begun, at: wallClock())
+        result.known = KnownDirectory(listing: listing, listedAfter: begun, at: services.wallClock())
         result.listedAfter = begun
         result.subdirectories = subdirectories
         if reporting { result.entries = listing.map { ($0.name, $0.isDirectory) } }
@@ -266,7 +266,7 @@ extension Router {
             if let directory = known[next.wd] {
                 directory.entries.forEach { name, known in entries.append((Array(name), known.isDirectory)) }
             } else {
-                try? listNames(path) { name, _, kind in entries.append((Array(name), kind == .directory)) }
+                try? services.listNames(path) { name, _, kind in entries.append((Array(name), kind == .directory)) }
             }
             for entry in entries {
                 collect(
@@ -290,7 +290,8 @@ extension Router {
                 // Removed before it was listed: nothing in it was reported, so what its events
                 // say left it (a directory moved on from it) comes from nowhere.
                 if reporting, failure.errno == ENOENT, known[node.wd] == nil {
-                    known[node.wd] = KnownDirectory(listing: [], listedAfter: birthClock(), at: wallClock())
+                    known[node.wd] = KnownDirectory(
+                        listing: [], listedAfter: services.birthClock(), at: services.wallClock())
                 }
                 treeFailed(failure, at: path, for: subscription)
             }

@@ -26,6 +26,8 @@ final class Router {
     // that thread), so the runtime's exclusivity checks would only cost time: four of them per
     // event routed, about 300 instructions, a tenth of the library's work per change.
 
+    /// The system calls, clocks and hooks the loop gives the router.
+    var services: RouterServices
     @exclusivity(unchecked) var table: WatchTable<Subscription>
     @exclusivity(unchecked) var subscriptions: [ObjectIdentifier: Subscription] = [:]
     @exclusivity(unchecked) private var pairing: MovePairing
@@ -54,9 +56,6 @@ final class Router {
     /// Paused watchers that asked to resume and have directories to list first: once the kernel
     /// queue is drained, those are listed and each is told what changed while it was paused.
     @exclusivity(unchecked) private var resumesDue: [Subscription] = []
-    /// Called from the delivering thread when such a watcher's backlog is delivered; the loop
-    /// then runs ``backlogDrained(_:)`` on its leader.
-    private let wakeForCatchUp: @Sendable (Subscription) -> Void
     /// Settling watchers with changes waiting (``Settler``), whose deadlines the loop sleeps to.
     @exclusivity(unchecked) private var settling: [Subscription] = []
     /// The monotonic time of the read or deadline being handled (settling times changes by it).
@@ -67,36 +66,14 @@ final class Router {
     /// Directories the router has just listed: their own open, read and close of the directory
     /// come back as events on it, which are the router's echo, not a watcher's change.
     @exclusivity(unchecked) private var listingEchoes: Set<Int32> = []
-    let listDirectory: (FileSystemPath) throws(SyscallError) -> Snapshot
-    /// Lists a directory's names, inodes and types, calling the given function with each.
-    typealias NameLister = (FileSystemPath, (ArraySlice<UInt8>, UInt64, EntryStatus.Kind) -> Void) throws(SyscallError)
-        ->
-        Void
-    let listNames: NameLister
     /// Kept directories with entries whose inode is not on record (``KnownDirectory/lacksInodes``),
     /// and when to list them.
     @exclusivity(unchecked) private var learning = InodeLearning()
-    let wallClock: () -> Snapshot.Time
-    /// The loop's monotonic clock, for what happens outside a read or a deadline (a polled
-    /// watcher's first schedule, a barrier's poll).
-    let clock: () -> UInt64
-    /// Whether a directory still lists as a snapshot of it says (``Snapshot/isUnchanged(_:since:system:)``).
-    let isUnchanged: (FileSystemPath, Snapshot) throws(SyscallError) -> Bool
-    /// Why the loop has no inotify instance, if it has none: an inotify watcher is refused.
-    let inotifyUnavailable: SyscallError?
     /// Polled watchers (``Subscription/pollingInterval``), whose schedules the loop sleeps to.
     @exclusivity(unchecked) var polled: [Subscription] = []
-    /// The clock of file birth times (``System/coarseWallClockNow()``), read before names are
-    /// listed to learn inodes.
-    let birthClock: () -> Snapshot.Time
     /// The wall-clock time of the read being routed, and that read's monotonic time.
     @exclusivity(unchecked) private(set) var wallNow = Snapshot.Time(seconds: 0, nanoseconds: 0)
     @exclusivity(unchecked) private var wallNowRead: UInt64 = .max
-    /// The descriptor of the loop's own barrier file, whose events are never a watcher's.
-    private let barrierWD: Int32
-    /// Updates the barrier file's timestamps (`IN_ATTRIB` on `barrierWD`).
-    private let writeBarrierFile: () throws(SyscallError) -> Void
-    let isOnLoopThread: () -> Bool
     /// The fanotify group's marks and its table of directory handles (``Router+Fanotify``).
     @exclusivity(unchecked) var fanotify: FanotifyMarks
     /// Trees watched through fanotify, whose roots an unknown handle is resolved against.
@@ -104,18 +81,10 @@ final class Router {
     /// Directories of fanotify trees still to be listed, after the tree was ready, so that an
     /// overflow is recovered exactly (``continueSnapshots()``).
     @exclusivity(unchecked) var snapshotQueue: [(subscription: Subscription, node: TreeNode)] = []
-    /// Reads the fanotify group until its queue is empty, routing every event (the loop's).
-    var drainFanotify: () -> Void = {}
     /// The mount table as last read, while trees follow it (``Router+Mounts``); nil otherwise.
     @exclusivity(unchecked) var mounts: [MountTable.Mount]?
     /// The trees that follow the mount table.
     @exclusivity(unchecked) var mountWatchers: [Subscription] = []
-    /// Opens and closes the loop's poll of the mount table (the loop's).
-    var openMountPoll: () throws(SyscallError) -> Void = {}
-    var closeMountPoll: () -> Void = {}
-    /// Whether the mount table changed since the loop last polled it (the change is then the
-    /// caller's to handle).
-    var mountPollFired: () -> Bool = { false }
     /// What the fanotify trees asked for, with every change of name: the bits of a record that
     /// are routed.
     @exclusivity(unchecked) var fanotifyWanted: UInt32 = 0
@@ -139,7 +108,7 @@ final class Router {
         listDirectory: @escaping (FileSystemPath) throws(SyscallError) -> Snapshot = { _ throws(SyscallError) in
             Snapshot()
         },
-        listNames: @escaping NameLister = { _, _ throws(SyscallError) in },
+        listNames: @escaping RouterServices.NameLister = { _, _ throws(SyscallError) in },
         wallClock: @escaping () -> Snapshot.Time = System.wallClockNow,
         birthClock: @escaping () -> Snapshot.Time = System.coarseWallClockNow,
         clock: @escaping () -> UInt64 = System.monotonicNow, inotifyUnavailable: SyscallError? = nil,
@@ -147,21 +116,14 @@ final class Router {
             false
         }
     ) {
-        self.isUnchanged = isUnchanged
-        self.inotifyUnavailable = inotifyUnavailable
-        self.clock = clock
-        self.birthClock = birthClock
-        self.wakeForCatchUp = wakeForCatchUp
-        self.listDirectory = listDirectory
-        self.listNames = listNames
-        self.wallClock = wallClock
+        self.services = RouterServices(
+            listDirectory: listDirectory, listNames: listNames, isUnchanged: isUnchanged, wallClock: wallClock,
+            birthClock: birthClock, clock: clock, barrierWD: barrierWD, writeBarrierFile: writeBarrierFile,
+            inotifyUnavailable: inotifyUnavailable, isOnLoopThread: isOnLoopThread, wakeForCatchUp: wakeForCatchUp)
         self.table = table
         self.fanotify = FanotifyMarks(system: table.system)
         self.pairing = MovePairing(window: pairingWindow)
         self.holdWindow = pairingWindow
-        self.barrierWD = barrierWD
-        self.writeBarrierFile = writeBarrierFile
-        self.isOnLoopThread = isOnLoopThread
     }
 
     /// When the loop must call ``expire(now:)``: a rename's first half stops waiting for its
@@ -184,7 +146,7 @@ final class Router {
 
     /// The mailboxes scheduled since the last call, for the loop to drain in this order.
     func takeReady() -> [Mailbox] {
-        assert(isOnLoopThread())
+        assert(services.isOnLoopThread())
         defer { ready.removeAll(keepingCapacity: true) }
         return ready
     }
@@ -193,7 +155,7 @@ final class Router {
 
     /// One event read from the kernel, at `now`.
     func receive(_ event: InotifyEvent, now: UInt64) {
-        assert(isOnLoopThread())
+        assert(services.isOnLoopThread())
         beginRead(now: now)
         // Most events pass straight through: nothing is held back and this is no rename's first
         // half (a second half finds no partner while nothing is held).
@@ -211,7 +173,7 @@ final class Router {
     func beginRead(now: UInt64) {
         if now != wallNowRead {
             wallNowRead = now
-            wallNow = wallClock()
+            wallNow = services.wallClock()
         }
         learning.eventRead(at: now)
         self.now = now
@@ -220,7 +182,7 @@ final class Router {
     /// Lets go of rename halves whose partner did not come in time, and learns the inodes of
     /// entries events created once the loop has had a moment.
     func expire(now: UInt64) {
-        assert(isOnLoopThread())
+        assert(services.isOnLoopThread())
         self.now = now
         if !polled.isEmpty { pollDue() }
         if !snapshotQueue.isEmpty { continueSnapshots() }
@@ -240,7 +202,7 @@ final class Router {
     /// After every wake-up: releases barriers that waited for an overflow to drain, and hands the
     /// batches to their queues. `queueDrained`: the last read found the kernel queue empty.
     func finishWakeUp(queueDrained: Bool) {
-        assert(isOnLoopThread())
+        assert(services.isOnLoopThread())
         // (A held move waits for its deadline, or the next event: the barrier's own, for one.)
         let holding = !pairing.isEmpty || held.isHolding
         if queueDrained && rescanPending && !holding {
@@ -268,7 +230,7 @@ final class Router {
     /// The loop is stopping: hands over what is pending, completes every barrier, forgets every
     /// subscription (closing the inotify descriptor removes the kernel watches).
     func tearDown() {
-        assert(isOnLoopThread())
+        assert(services.isOnLoopThread())
         if held.isHolding { releaseHeldMove() }
         let leftover = barriers.takeAll()
         resumesDue = []
@@ -324,7 +286,7 @@ final class Router {
     private func subscribe(_ subscription: Subscription, deferringListing: Bool) -> Result<
         ListingRequest?, SyscallError
     > {
-        assert(isOnLoopThread())
+        assert(services.isOnLoopThread())
         // Stopped before this task ran: its unsubscribe came first, and would leave it here.
         guard subscription.gate.isOpen else { return .success(nil) }
         if subscription.pollingInterval != nil {
@@ -344,7 +306,7 @@ final class Router {
                 subscription.loop.fanotifyRefusal = error.detail ?? error.description
             }
         }
-        if let inotifyUnavailable { return .failure(inotifyUnavailable) }
+        if let unavailable = services.inotifyUnavailable { return .failure(unavailable) }
         do {
             // A kept snapshot follows every change of name, whatever the watcher selected.
             let names = subscription.keepsSnapshot ? InotifyMask.names : 0
@@ -386,7 +348,7 @@ final class Router {
     func admit(_ subscription: Subscription) {
         subscriptions[ObjectIdentifier(subscription)] = subscription
         if subscription.keepsSnapshot {
-            let wake = wakeForCatchUp
+            let wake = services.wakeForCatchUp
             subscription.onBacklogDrained = { [weak subscription] in
                 if let subscription { wake(subscription) }
             }
@@ -399,7 +361,7 @@ final class Router {
     /// does not), so it does not matter when the listing was read. An overflow meanwhile is
     /// followed by a rescan.
     func install(_ snapshot: Snapshot?, for request: ListingRequest) {
-        assert(isOnLoopThread())
+        assert(services.isOnLoopThread())
         guard let pending = pendingListings.removeValue(forKey: request.wd), let snapshot,
             table.watches(request.wd).contains(where: { $0.subscriber.keepsSnapshot && !$0.subscriber.loop.isEnded })
         else { return }
@@ -426,7 +388,7 @@ final class Router {
     }
 
     func unsubscribe(_ subscription: Subscription) {
-        assert(isOnLoopThread())
+        assert(services.isOnLoopThread())
         guard subscriptions.removeValue(forKey: ObjectIdentifier(subscription)) != nil else { return }
         if !subscription.loop.isEnded { end(subscription) }
         subscription.loop.catchUp = nil
@@ -445,7 +407,7 @@ final class Router {
     /// longer collected, only which directories had events (see ``resume(_:)``). What waited to
     /// be handed over (pending, or settling) is handed over now: it happened before the pause.
     func pause(_ subscription: Subscription) {
-        assert(isOnLoopThread())
+        assert(services.isOnLoopThread())
         if subscription.loop.pause?.isDue == true {
             // Paused again before its resuming listings: it stays paused, as it was.
             subscription.loop.pause?.isDue = false
@@ -498,7 +460,7 @@ final class Router {
     /// listed, once the kernel queue is drained (what it still holds would otherwise be reported
     /// twice); with none, the batch goes at once, with no system call.
     func resume(_ subscription: Subscription) {
-        assert(isOnLoopThread())
+        assert(services.isOnLoopThread())
         guard var pause = subscription.loop.pause else {
             // Not paused here (ended meanwhile): the front end's pause still ends.
             schedule(subscription.handOverResumed([]))
@@ -508,7 +470,7 @@ final class Router {
         if subscription.loop.polled != nil {
             // A poll says what changed while paused: nothing was polled meanwhile.
             subscription.loop.pause = nil
-            var found = poll(subscription, now: clock())
+            var found = poll(subscription, now: services.clock())
             for index in found.indices { found[index].whilePaused = true }
             let ending = found.filter(ChangeTranslation.endsWatch)
             found.removeAll(where: ChangeTranslation.endsWatch)
@@ -581,14 +543,14 @@ final class Router {
     /// Lists the directories lacking inodes now, as the loop does once it has been idle (tests:
     /// what the idle listing learns, without waiting for the loop to be idle).
     func learnInodesNow() {
-        assert(isOnLoopThread())
+        assert(services.isOnLoopThread())
         if !learning.isEmpty { learnInodes(at: nil) }
     }
 
     /// A watcher's overflowed backlog has been delivered: its catch-up is due once the kernel
     /// queue is drained.
     func backlogDrained(_ subscription: Subscription) {
-        assert(isOnLoopThread())
+        assert(services.isOnLoopThread())
         guard subscription.loop.catchUp != nil, !subscription.loop.isEnded,
             subscriptions[ObjectIdentifier(subscription)] === subscription
         else { return }
@@ -597,21 +559,21 @@ final class Router {
     }
 
     func requestBarrier(for subscription: Subscription, completion: @escaping @Sendable () -> Void) {
-        assert(isOnLoopThread())
+        assert(services.isOnLoopThread())
         let request = BarrierRequest(subscription: subscription, completion: completion)
         // A mount made before the barrier was asked for, whose poll the loop has not read yet.
-        if mounts != nil, mountPollFired() { mountTableChanged(now: clock()) }
+        if mounts != nil, services.mountPollFired() { mountTableChanged(now: services.clock()) }
         if subscription.loop.isEnded {
             complete([request])
         } else if subscription.loop.polled != nil {
             // A polled watcher knows of a change once it polls: the barrier polls at once, and
             // completes behind what that found.
-            if subscription.loop.pause == nil { pollAndCollect(subscription, now: clock()) }
+            if subscription.loop.pause == nil { pollAndCollect(subscription, now: services.clock()) }
             complete([request])
         } else if subscription.loop.fanotifyID != nil {
             // The kernel queues an event before the call that made it returns: once the group's
             // queue has been read to its end, every change made before this request is routed.
-            drainFanotify()
+            services.drainFanotify()
             // Every record before the request is read: an exchange's other half would be among them.
             if held.isHolding { releaseHeldMove() }
             if rescanPending {
@@ -643,7 +605,7 @@ final class Router {
             if event.isOverflow { overflowed() }
             return
         }
-        if event.wd == barrierWD {
+        if event.wd == services.barrierWD {
             if event.has(InotifyMask.attributes) { barrierReached() }
             return
         }
@@ -948,7 +910,7 @@ final class Router {
         guard let directory = known[wd] else { return true }
         let current: Snapshot
         do {
-            current = try listDirectory(first.directory)
+            current = try services.listDirectory(first.directory)
             expectListingEcho(wd)
         } catch {
             // Gone from its path, a directory below a tree's root was removed or moved while the
@@ -1130,8 +1092,8 @@ final class Router {
     /// while it has entries that may have been born in the birth clock's current tick. `now`: when
     /// the schedule called for it (nil when a test did).
     private func learnInodes(at now: UInt64?) {
-        let start = birthClock()
-        let began = wallClock()
+        let start = services.birthClock()
+        let began = services.wallClock()
         var due: Set<Int32> = []
         for wd in learning.due {
             guard let directory = known[wd] else { continue }
@@ -1139,7 +1101,7 @@ final class Router {
             guard directory.lacksInodes,
                 let first = table.watches(wd).first(where: { !$0.subscriber.loop.isEnded })
             else { continue }
-            let listNames = listNames
+            let listNames = services.listNames
             do {
                 try directory.learnInodes(listedAfter: start) { visit throws(SyscallError) in
                     try listNames(first.directory) { name, inode, _ in visit(name, inode) }
@@ -1153,14 +1115,14 @@ final class Router {
                 due.insert(wd)
             }
         }
-        let end = wallClock()
+        let end = services.wallClock()
         let took = (end.seconds - began.seconds) * 1_000_000_000 + Int64(end.nanoseconds) - Int64(began.nanoseconds)
         learning.listed(stillDue: due, took: UInt64(clamping: took), at: now)
     }
 
     /// Lists a watched directory, expecting the echo of its own reading.
     private func list(_ directory: FileSystemPath, wd: Int32) -> Snapshot? {
-        guard let snapshot = try? listDirectory(directory) else { return nil }
+        guard let snapshot = try? services.listDirectory(directory) else { return nil }
         expectListingEcho(wd)
         return snapshot
     }
@@ -1245,7 +1207,7 @@ final class Router {
     private func writeBarrier() {
         while true {
             do {
-                try writeBarrierFile()
+                try services.writeBarrierFile()
                 return
             } catch {
                 // Without the write no event will come: complete what was in flight now rather
