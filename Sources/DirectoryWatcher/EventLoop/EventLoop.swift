@@ -141,7 +141,7 @@ final class EventLoop: @unchecked Sendable {
             clock: clock, inotifyUnavailable: inotifyUnavailable,
             isUnchanged: { path, old throws(SyscallError) in try Snapshot.isUnchanged(path, since: old, system: system)
             })
-        router.fanotify.open = { [unowned self] () throws(SyscallError) -> Int32 in
+        router.fanotify.marks.open = { [unowned self] () throws(SyscallError) -> Int32 in
             let fd = try system.fanotifyInit()
             do throws(SyscallError) {
                 try system.epollAdd(epollFD, fd: fd, token: Token.fanotify)
@@ -157,7 +157,7 @@ final class EventLoop: @unchecked Sendable {
             }
             return fd
         }
-        router.fanotify.close = { [unowned self] in
+        router.fanotify.marks.close = { [unowned self] in
             system.close(fanotifyFD)  // (which takes it out of the epoll set too)
             fanotifyFD = -1
             fanotifyDrained = true

@@ -31,7 +31,7 @@ extension Router {
         if event.has(InotifyMask.movedTo), event.cookie != 0, known[event.wd]?.contains(event.name) == true {
             if held.move != nil { releaseHeldMove() }
             held.arrival = event
-            held.deadline = now &+ holdWindow
+            held.deadline = now &+ pairing.window
             return
         }
         handle(event)
@@ -71,10 +71,10 @@ extension Router {
         }
         // A fanotify tree's directory not listed yet has no names to tell whether the move
         // replaced one: the entries' handles tell an exchange by its mirror.
-        if known[to.wd]?.contains(to.name) ?? (renamedObject != nil) {
+        if known[to.wd]?.contains(to.name) ?? (fanotify.renamedObject != nil) {
             held.move = (from, to)
-            held.object = renamedObject
-            held.deadline = now &+ holdWindow
+            held.object = fanotify.renamedObject
+            held.deadline = now &+ pairing.window
         } else {
             handleMove(from: from, to: to)
         }
@@ -110,7 +110,7 @@ extension Router {
     /// are consecutive, as an exchange's two halves always are (two renames' are when nothing
     /// else moved between them).
     private func isExchange(_ held: (from: InotifyEvent, to: InotifyEvent), mirror: InotifyEvent) -> Bool {
-        if let first = self.held.object, let second = renamedObject { return first != second }
+        if let first = self.held.object, let second = fanotify.renamedObject { return first != second }
         let heldIsDirectory = held.from.has(InotifyMask.isDirectory)
         if heldIsDirectory != mirror.has(InotifyMask.isDirectory) { return true }
         if let atTarget = entry(Array(held.to.name), inDirectoryOf: held.to.wd) {
@@ -210,19 +210,19 @@ extension Router {
                 listed == .second ? (targetWD, to.name, firstIsDirectory) : (sourceWD, from.name, secondIsDirectory)
             _ = known[wd]?.takeOut(name)
             known[wd]?.putIn(name, nil, isDirectory: isDirectory, at: wallNow)
-            pendingListings[wd]?.steps += [.movedOut(name), .movedIn(name, isDirectory: isDirectory)]
+            listings.pending[wd]?.steps += [.movedOut(name), .movedIn(name, isDirectory: isDirectory)]
         } else if sourceWD == targetWD {
             known[sourceWD]?.exchange(from.name, to.name)
-            pendingListings[sourceWD]?.steps.append(.exchanged(from.name, to.name))
+            listings.pending[sourceWD]?.steps.append(.exchanged(from.name, to.name))
         } else {
             let first = known[sourceWD]?.takeOut(from.name) ?? nil
             let second = known[targetWD]?.takeOut(to.name) ?? nil
             known[sourceWD]?.putIn(from.name, second, isDirectory: secondIsDirectory, at: wallNow)
             known[targetWD]?.putIn(to.name, first, isDirectory: firstIsDirectory, at: wallNow)
-            pendingListings[sourceWD]?.steps += [
+            listings.pending[sourceWD]?.steps += [
                 .movedOut(from.name), .movedIn(from.name, isDirectory: secondIsDirectory),
             ]
-            pendingListings[targetWD]?.steps += [.movedOut(to.name), .movedIn(to.name, isDirectory: firstIsDirectory)]
+            listings.pending[targetWD]?.steps += [.movedOut(to.name), .movedIn(to.name, isDirectory: firstIsDirectory)]
         }
         for wd in Set([sourceWD, targetWD]) {
             if let directory = known[wd], directory.lacksInodes && !directory.isDueForLearning {

@@ -37,9 +37,9 @@ extension Router {
                 : "\(what) failed: \(SyscallError.describe(error.errno))"
             return refuse(error.errno, why)
         }
-        if let refusal = fanotify.refusal { throw refusal }
+        if let refusal = fanotify.marks.refusal { throw refusal }
         do {
-            try fanotify.openGroup()
+            try fanotify.marks.openGroup()
         } catch {
             throw refuse(error, "fanotify_init")
         }
@@ -70,51 +70,51 @@ extension Router {
         defer { if !keepsMount { table.system.close(mount) } }
         do {
             // Marked through the mount's descriptor: a root deeper than PATH_MAX has no path to give.
-            keepsMount = try fanotify.mark(
+            keepsMount = try fanotify.marks.mark(
                 FileSystemPath("/proc/self/fd/\(mount)"), directory: mount, id: id,
                 mask: FanotifyTranslation.markMask(selecting: subscription.mask))
         } catch {
             let refusal = refuse(error, "fanotify_mark of \(root)'s file system")
-            if error.errno == EPERM { fanotify.refusal = refusal }
-            fanotify.closeGroupIfUnused()
+            if error.errno == EPERM { fanotify.marks.refusal = refusal }
+            fanotify.marks.closeGroupIfUnused()
             throw refusal
         }
-        let wd = fanotify.descriptor(for: handle)
+        let wd = fanotify.marks.descriptor(for: handle)
         let tree = WatchedTree(rootPath: root, wd: wd)
         tree.isLazy = true
         subscription.loop.tree = tree
         subscription.loop.fanotifyID = id
         table.insert(subscription, wd: wd, directory: root, mask: subscription.mask, node: tree.root)
         admit(subscription)
-        fanotifyTrees.append(subscription)
+        fanotify.trees.append(subscription)
         followMounts(subscription, from: mounts)
-        fanotifyWanted |= subscription.mask | InotifyMask.names
+        fanotify.wanted |= subscription.mask | InotifyMask.names
         // What was outside the trees may be inside this one; directories other trees know that
         // lie inside it get nodes in this one too.
-        fanotify.forgetOutside()
-        for (known, descriptor) in fanotify.allDescriptors where descriptor != wd {
+        fanotify.marks.forgetOutside()
+        for (known, descriptor) in fanotify.marks.allDescriptors where descriptor != wd {
             guard Array(known.fileSystemID) == id, let path = table.watches(descriptor).first?.directory,
                 path.bytes.count > root.bytes.count, MountTable.isPrefix(root.bytes, of: path.bytes)
             else { continue }
             var early = false
             _ = materialize(path, handle: known, in: subscription, early: &early)
         }
-        snapshotQueue.append((subscription, tree.root))
+        fanotify.snapshotQueue.append((subscription, tree.root))
         // A small tree is listed whole before the watcher is ready, a large one for this long and
         // then between reads: until the listing has reached a directory, its events are placed by
         // resolving its handle, which fails once it is removed.
         continueSnapshots(for: Self.snapshotBeforeReady)
     }
 
-    /// A directory created in a lazy tree (``creatingDirectory`` is its handle): it gets a node,
+    /// A directory created in a lazy tree (``FanotifyRouting/creatingDirectory`` is its handle): it gets a node,
     /// and is known, empty, as it was made. Returns false when its handle is not known (a kernel
     /// without `FAN_REPORT_TARGET_FID`): it is then walked as inotify's trees walk theirs.
     func created(_ name: ArraySlice<UInt8>, at node: TreeNode, of tree: WatchedTree, for subscription: Subscription)
         -> Bool
     {
-        guard let handle = creatingDirectory else { return false }
+        guard let handle = fanotify.creatingDirectory else { return false }
         let path = node.path.appending(bytes: name)
-        let wd = fanotify.descriptor(for: handle)
+        let wd = fanotify.marks.descriptor(for: handle)
         if let met = tree.node(wd) {
             // Met by a walk elsewhere first, where a rename or an exchange still to come puts it
             // (the walk said it there): that move's event is the one it was met early for.
@@ -133,10 +133,10 @@ extension Router {
     func fanotifyEnded(_ subscription: Subscription) {
         guard let id = subscription.loop.fanotifyID else { return }
         subscription.loop.fanotifyID = nil
-        fanotifyTrees.removeAll { $0 === subscription }
-        snapshotQueue.removeAll { $0.subscription === subscription }
-        fanotifyWanted = fanotifyTrees.reduce(0) { $0 | $1.mask | InotifyMask.names }
-        fanotify.unmark(id)
+        fanotify.trees.removeAll { $0 === subscription }
+        fanotify.snapshotQueue.removeAll { $0.subscription === subscription }
+        fanotify.wanted = fanotify.trees.reduce(0) { $0 | $1.mask | InotifyMask.names }
+        fanotify.marks.unmark(id)
     }
 
     // MARK: - Events
@@ -161,7 +161,7 @@ extension Router {
         }
         // Only what a tree asked for, or must follow: a mark shared by trees that asked for more
         // reports it to all of them.
-        let wanted = UInt64(fanotifyWanted) | FanotifyMask.onDirectory
+        let wanted = UInt64(fanotify.wanted) | FanotifyMask.onDirectory
         FanotifyTranslation.forEachEntryEvent(event.mask & wanted, exists: { entryExists(event.name, in: wd) }) {
             mask in
             // A directory made in a tree is empty: no walk, since everything made in it comes as
@@ -170,10 +170,10 @@ extension Router {
                 // A rename held for its mirror has none: routed first, before the handle of the
                 // directory this record creates is set.
                 if held.isHolding { releaseHeldMove() }
-                creatingDirectory = event.object
+                fanotify.creatingDirectory = event.object
             }
             handle(event.inotifyEvent(wd: wd, mask: mask))
-            creatingDirectory = nil
+            fanotify.creatingDirectory = nil
         }
     }
 
@@ -192,22 +192,23 @@ extension Router {
         }
         if source == nil, event.isDirectory {
             // A directory that comes in from outside: what lies in it was outside too.
-            fanotify.forgetOutside()
+            fanotify.marks.forgetOutside()
         }
-        fanotifyCookie = fanotifyCookie == .max ? 1 : fanotifyCookie + 1
+        fanotify.cookie = fanotify.cookie == .max ? 1 : fanotify.cookie + 1
         switch (source, target) {
         case (let from?, let to?):
-            renamedObject = event.object
-            defer { renamedObject = nil }
+            fanotify.renamedObject = event.object
+            defer { fanotify.renamedObject = nil }
             route(
-                move: event.inotifyEvent(wd: from, mask: InotifyMask.movedFrom | directory, cookie: fanotifyCookie),
+                move: event.inotifyEvent(wd: from, mask: InotifyMask.movedFrom | directory, cookie: fanotify.cookie),
                 to: event.inotifyEvent(
-                    wd: to, mask: InotifyMask.movedTo | directory, cookie: fanotifyCookie, renamed: true))
+                    wd: to, mask: InotifyMask.movedTo | directory, cookie: fanotify.cookie, renamed: true))
         case (let from?, nil):
-            route(event.inotifyEvent(wd: from, mask: InotifyMask.movedFrom | directory, cookie: fanotifyCookie))
+            route(event.inotifyEvent(wd: from, mask: InotifyMask.movedFrom | directory, cookie: fanotify.cookie))
         case (nil, let to?):
             route(
-                event.inotifyEvent(wd: to, mask: InotifyMask.movedTo | directory, cookie: fanotifyCookie, renamed: true)
+                event.inotifyEvent(
+                    wd: to, mask: InotifyMask.movedTo | directory, cookie: fanotify.cookie, renamed: true)
             )
         case (nil, nil):
             break
@@ -266,9 +267,9 @@ extension Router {
     /// The descriptor of the directory `handle` names, resolved now if the table does not know
     /// it; nil when it is outside every tree (or gone).
     private func descriptor(resolving handle: KernelHandle) -> Int32? {
-        if let wd = fanotify.descriptor(handle) { return wd }
-        if fanotify.isOutside(handle) { return nil }
-        guard let mountFD = fanotify.mountFD(for: handle) else { return nil }
+        if let wd = fanotify.marks.descriptor(handle) { return wd }
+        if fanotify.marks.isOutside(handle) { return nil }
+        guard let mountFD = fanotify.marks.mountFD(for: handle) else { return nil }
         let system = table.system
         guard let fd = try? system.open(handle, mountFD: mountFD) else { return nil }  // gone since
         defer { system.close(fd) }
@@ -277,13 +278,13 @@ extension Router {
         if path.bytes.last == UInt8(ascii: ")"), path.description.hasSuffix(" (deleted)") { return nil }
         var found: Int32?
         var early = false
-        for subscription in fanotifyTrees where !subscription.loop.isEnded {
+        for subscription in fanotify.trees where !subscription.loop.isEnded {
             guard subscription.loop.fanotifyID.map({ $0[...] == handle.fileSystemID }) == true,
                 MountTable.isPrefix(subscription.root.bytes, of: path.bytes)
             else { continue }
             if let wd = materialize(path, handle: handle, in: subscription, early: &early) { found = wd }
         }
-        if found == nil && !early { fanotify.markOutside(handle) }
+        if found == nil && !early { fanotify.marks.markOutside(handle) }
         return found
     }
 
@@ -329,7 +330,7 @@ extension Router {
                 guard let found = try? directoryHandle(childPath, fileSystemID: id) else { return nil }
                 childHandle = found
             }
-            let wd = fanotify.descriptor(for: childHandle)
+            let wd = fanotify.marks.descriptor(for: childHandle)
             if let existing = tree.node(wd) { return existing.wd }  // the same directory, by another name
             let child = tree.add(Array(name), of: node, wd: wd)
             table.insert(subscription, wd: wd, directory: childPath, mask: subscription.mask, node: child)
@@ -345,12 +346,12 @@ extension Router {
     /// subdirectories nodes of the tree and the next to list.
     func continueSnapshots(for slice: UInt64 = Router.snapshotSlice) {
         let end = services.clock() + slice
-        while let (subscription, node) = snapshotQueue.popLast() {
+        while let (subscription, node) = fanotify.snapshotQueue.popLast() {
             guard !subscription.loop.isEnded, let tree = subscription.loop.tree, tree.node(node.wd) === node,
                 let id = subscription.loop.fanotifyID
             else { continue }
             if known[node.wd] != nil {
-                for child in node.children.values { snapshotQueue.append((subscription, child)) }
+                for child in node.children.values { fanotify.snapshotQueue.append((subscription, child)) }
             } else {
                 list(node, of: tree, id: id, for: subscription)
             }
@@ -362,19 +363,21 @@ extension Router {
     /// again, at their paths now.
     func retryUnlisted(in tree: WatchedTree, for subscription: Subscription) {
         guard !tree.unlisted.isEmpty else { return }
-        for node in tree.unlisted where tree.node(node.wd) === node { snapshotQueue.append((subscription, node)) }
+        for node in tree.unlisted where tree.node(node.wd) === node {
+            fanotify.snapshotQueue.append((subscription, node))
+        }
         tree.unlisted = []
     }
 
     /// Lists what the listing after readiness has not reached yet of `subscription`'s tree, now.
     func finishSnapshots(of subscription: Subscription) {
-        while snapshotQueue.contains(where: { $0.subscription === subscription }) {
-            let mine = snapshotQueue.filter { $0.subscription === subscription }
-            snapshotQueue.removeAll { $0.subscription === subscription }
-            let others = snapshotQueue
-            snapshotQueue = mine
-            while !snapshotQueue.isEmpty { continueSnapshots() }
-            snapshotQueue = others
+        while fanotify.snapshotQueue.contains(where: { $0.subscription === subscription }) {
+            let mine = fanotify.snapshotQueue.filter { $0.subscription === subscription }
+            fanotify.snapshotQueue.removeAll { $0.subscription === subscription }
+            let others = fanotify.snapshotQueue
+            fanotify.snapshotQueue = mine
+            while !fanotify.snapshotQueue.isEmpty { continueSnapshots() }
+            fanotify.snapshotQueue = others
         }
     }
 
@@ -408,7 +411,7 @@ extension Router {
         expectListingEcho(node.wd)
         for entry in listing where entry.isDirectory {
             if let child = node.child(entry.name[...]) {
-                snapshotQueue.append((subscription, child))
+                fanotify.snapshotQueue.append((subscription, child))
                 continue
             }
             let childPath = path.appending(bytes: entry.name[...])
@@ -416,12 +419,12 @@ extension Router {
                 continue
             }
             guard let handle = try? system.fileHandle(in: fd, name: entry.name, fileSystemID: id) else { continue }
-            let wd = fanotify.descriptor(for: handle)
+            let wd = fanotify.marks.descriptor(for: handle)
             guard tree.node(wd) == nil else { continue }
             let child = tree.add(entry.name, of: node, wd: wd)
             child.inode = entry.inode
             table.insert(subscription, wd: wd, directory: childPath, mask: subscription.mask, node: child)
-            snapshotQueue.append((subscription, child))
+            fanotify.snapshotQueue.append((subscription, child))
         }
     }
 }

@@ -25,8 +25,8 @@ extension Router {
     /// is handled first (so that a tree starting now starts from the table it reads).
     func mountTableNow() -> [MountTable.Mount] {
         let read = MountTable.mounts(in: table.system.readProcFile("/proc/self/mountinfo") ?? "")
-        if let last = mounts, last != read {
-            mounts = read
+        if let last = mountFollowing.table, last != read {
+            mountFollowing.table = read
             mountsChanged(from: last, to: read)
         }
         return read
@@ -35,7 +35,7 @@ extension Router {
     /// The loop's poll of the mount table fired: what changed is handled.
     func mountTableChanged(now: UInt64) {
         assert(services.isOnLoopThread())
-        guard mounts != nil else { return }
+        guard mountFollowing.table != nil else { return }
         beginRead(now: now)
         _ = mountTableNow()
     }
@@ -46,14 +46,14 @@ extension Router {
     func followMounts(_ subscription: Subscription, from read: [MountTable.Mount]) {
         subscription.loop.rootMount = MountTable.mount(of: subscription.root, in: read)?.id
         subscription.loop.followsMounts = true
-        mountWatchers.append(subscription)
-        guard mounts == nil else { return }
+        mountFollowing.trees.append(subscription)
+        guard mountFollowing.table == nil else { return }
         do {
             try services.openMountPoll()
         } catch {
             return  // (no poll: mounts are not followed; nothing else is lost)
         }
-        mounts = read
+        mountFollowing.table = read
         // What changed before the poll was open.
         _ = mountTableNow()
     }
@@ -61,9 +61,9 @@ extension Router {
     /// A tree that followed the mount table ends: the poll goes with the last one.
     func stopFollowingMounts(_ subscription: Subscription) {
         subscription.loop.followsMounts = false
-        mountWatchers.removeAll { $0 === subscription }
-        if mountWatchers.isEmpty, mounts != nil {
-            mounts = nil
+        mountFollowing.trees.removeAll { $0 === subscription }
+        if mountFollowing.trees.isEmpty, mountFollowing.table != nil {
+            mountFollowing.table = nil
             services.closeMountPoll()
         }
     }
@@ -78,7 +78,7 @@ extension Router {
         // A held move is routed before what a mount means for a tree, and only then: a mount
         // elsewhere (a container's, a removable disk's) must not split an exchange's halves.
         let concerns = { (mount: MountTable.Mount) in
-            self.mountWatchers.contains { subscription in
+            self.mountFollowing.trees.contains { subscription in
                 !subscription.loop.isEnded
                     && (mount.id == subscription.loop.rootMount
                         || MountTable.isPrefix(subscription.root.bytes, of: mount.mountPoint.bytes))
@@ -91,7 +91,7 @@ extension Router {
             $0.0.mountPoint.bytes.count < $1.0.mountPoint.bytes.count
         }
         var redone: [(wd: Int32, name: [UInt8])] = []
-        for subscription in mountWatchers where !subscription.loop.isEnded {
+        for subscription in mountFollowing.trees where !subscription.loop.isEnded {
             let root = subscription.root
             if let id = subscription.loop.rootMount, gone.contains(where: { $0.id == id }) {
                 collect(DirectoryChange(kind: .rootRemoved, path: root, isDirectory: true), for: subscription)

@@ -19,13 +19,13 @@ extension Router {
         subscription.loop.polled = Subscription.Polled(
             listings: listings, schedule: PollSchedule(interval: subscription.pollingInterval!, now: services.clock()))
         subscriptions[ObjectIdentifier(subscription)] = subscription
-        polled.append(subscription)
+        timed.polled.append(subscription)
     }
 
     /// Polls the polled watchers that are due.
     func pollDue() {
         let now = services.clock()
-        for subscription in polled where subscription.loop.pause == nil && !subscription.loop.isEnded {
+        for subscription in timed.polled where subscription.loop.pause == nil && !subscription.loop.isEnded {
             guard let due = subscription.loop.polled?.schedule.due, now >= due else { continue }
             pollAndCollect(subscription, now: now)
         }

@@ -201,7 +201,7 @@ extension Router {
         foundByRescan: Bool
     ) -> TreeNode? {
         var result = walked
-        if let handle = result.handle { result.wd = fanotify.descriptor(for: handle) }
+        if let handle = result.handle { result.wd = fanotify.marks.descriptor(for: handle) }
         guard result.isWatched else {
             // A link that leads nowhere, or to a file, is no directory to watch.
             guard let failure = result.failure, !step.throughLink else { return nil }
@@ -406,8 +406,8 @@ extension Router {
         for name in node.refused {
             treeChanged(name[...], at: node, appeared: true, for: subscription, foundByRescan: false, retrying: true)
         }
-        if tree.isLazy, known[node.wd] == nil, !snapshotQueue.contains(where: { $0.node === node }) {
-            snapshotQueue.append((subscription, node))
+        if tree.isLazy, known[node.wd] == nil, !fanotify.snapshotQueue.contains(where: { $0.node === node }) {
+            fanotify.snapshotQueue.append((subscription, node))
         }
     }
 
@@ -520,7 +520,7 @@ extension Router {
         if error.errno == ENOSPC, let tree = subscription.loop.tree {
             if tree.unwatched == nil {
                 tree.unwatched = (error, path, 0)
-                unwatchedTrees.append(subscription)
+                outbox.unwatchedTrees.append(subscription)
             }
             tree.unwatched?.count += 1
             return
@@ -536,8 +536,8 @@ extension Router {
     /// watched (as ``DirectoryWatcher/watchedDirectories()`` counts them then), and the limit.
     /// Once per batch: a walk, the events of a wake-up (many directories made at once), a rescan.
     func reportUnwatched() {
-        let trees = unwatchedTrees
-        unwatchedTrees = []
+        let trees = outbox.unwatchedTrees
+        outbox.unwatchedTrees = []
         for subscription in trees {
             guard let tree = subscription.loop.tree, let unwatched = tree.unwatched else { continue }
             tree.unwatched = nil

@@ -27,78 +27,36 @@ final class Router {
     // event routed, about 300 instructions, a tenth of the library's work per change.
 
     /// The system calls, clocks and hooks the loop gives the router.
-    var services: RouterServices
+    @exclusivity(unchecked) var services: RouterServices
     @exclusivity(unchecked) var table: WatchTable<Subscription>
     @exclusivity(unchecked) var subscriptions: [ObjectIdentifier: Subscription] = [:]
-    @exclusivity(unchecked) private var pairing: MovePairing
+    @exclusivity(unchecked) private(set) var pairing: MovePairing
     /// Every barrier not completed yet, with what each waits for.
     @exclusivity(unchecked) private var barriers = BarrierBook<BarrierRequest>()
-    /// Subscriptions with a batch collected in this wake-up, in the order they got their first change.
-    @exclusivity(unchecked) private var dirty: [Subscription] = []
-    /// Mailboxes that blocks were appended to while idle: the loop owes each a drain.
-    @exclusivity(unchecked) private var ready: [Mailbox] = []
+    /// What this wake-up hands over: batches, mailboxes to drain, watch-limit notices.
+    @exclusivity(unchecked) var outbox = Outbox()
     /// What the watchers have been told of each kernel-watched directory whose watchers keep
     /// snapshots (``Subscription/keepsSnapshot``), by watch descriptor.
     @exclusivity(unchecked) var known = ByDescriptor<KnownDirectory>()
-    /// Kept directories whose first listing the subscribing thread is reading (see
-    /// ``subscribeDeferringListing(_:)``): what the events said of them meanwhile, to apply to
-    /// the listing when it arrives.
-    @exclusivity(unchecked) var pendingListings = ByDescriptor<PendingListing>()
-    /// The kernel queue overflowed: once it is drained, list the known directories again.
-    @exclusivity(unchecked) private var rescanPending = false
-    /// Watchers whose backlog overflowed and has since been delivered: once the kernel queue is
-    /// drained, their directories are listed again and each gets what it missed.
-    @exclusivity(unchecked) private var catchUpsDue: [Subscription] = []
-    /// The watchers whose catch-up the rescan in progress reports, by watcher: what each knew of
-    /// its directories when its backlog overflowed (``rescan(_:afterKernelOverflow:takingCatchUps:)``).
-    @exclusivity(unchecked) private var catchUpBaselines: [ObjectIdentifier: [Int32: NameTable<KnownDirectory.Known>]] =
-        [:]
-    /// Paused watchers that asked to resume and have directories to list first: once the kernel
-    /// queue is drained, those are listed and each is told what changed while it was paused.
-    @exclusivity(unchecked) private var resumesDue: [Subscription] = []
-    /// Settling watchers with changes waiting (``Settler``), whose deadlines the loop sleeps to.
-    @exclusivity(unchecked) private var settling: [Subscription] = []
-    /// The monotonic time of the read or deadline being handled (settling times changes by it).
-    @exclusivity(unchecked) private(set) var now: UInt64 = 0
-    /// Trees with directories that could not be watched for the watch limit since the batches
-    /// were last handed over (``WatchedTree/unwatched``): each is told in one notice.
-    @exclusivity(unchecked) var unwatchedTrees: [Subscription] = []
-    /// Directories the router has just listed: their own open, read and close of the directory
-    /// come back as events on it, which are the router's echo, not a watcher's change.
-    @exclusivity(unchecked) private var listingEchoes: Set<Int32> = []
+    /// The settling and polled watchers, whose deadlines the loop sleeps to.
+    @exclusivity(unchecked) var timed = TimedWatchers()
+    /// The time of the read or deadline being handled.
+    @exclusivity(unchecked) private var time = ReadTime()
+    /// The monotonic time of the read or deadline being handled.
+    var now: UInt64 { time.now }
+    /// The wall-clock time of the read being routed.
+    var wallNow: Snapshot.Time { time.wall }
+    /// The router's listings: owed (rescans, catch-ups, resumes), being read, and just made.
+    @exclusivity(unchecked) var listings = RouterListings()
     /// Kept directories with entries whose inode is not on record (``KnownDirectory/lacksInodes``),
     /// and when to list them.
     @exclusivity(unchecked) private var learning = InodeLearning()
-    /// Polled watchers (``Subscription/pollingInterval``), whose schedules the loop sleeps to.
-    @exclusivity(unchecked) var polled: [Subscription] = []
-    /// The wall-clock time of the read being routed, and that read's monotonic time.
-    @exclusivity(unchecked) private(set) var wallNow = Snapshot.Time(seconds: 0, nanoseconds: 0)
-    @exclusivity(unchecked) private var wallNowRead: UInt64 = .max
-    /// The fanotify group's marks and its table of directory handles (``Router+Fanotify``).
-    @exclusivity(unchecked) var fanotify: FanotifyMarks
-    /// Trees watched through fanotify, whose roots an unknown handle is resolved against.
-    @exclusivity(unchecked) var fanotifyTrees: [Subscription] = []
-    /// Directories of fanotify trees still to be listed, after the tree was ready, so that an
-    /// overflow is recovered exactly (``continueSnapshots()``).
-    @exclusivity(unchecked) var snapshotQueue: [(subscription: Subscription, node: TreeNode)] = []
-    /// The mount table as last read, while trees follow it (``Router+Mounts``); nil otherwise.
-    @exclusivity(unchecked) var mounts: [MountTable.Mount]?
-    /// The trees that follow the mount table.
-    @exclusivity(unchecked) var mountWatchers: [Subscription] = []
-    /// What the fanotify trees asked for, with every change of name: the bits of a record that
-    /// are routed.
-    @exclusivity(unchecked) var fanotifyWanted: UInt32 = 0
-    /// While a fanotify record of a directory's creation is routed: that directory's handle.
-    @exclusivity(unchecked) var creatingDirectory: KernelHandle?
-    /// The last cookie given to a fanotify rename, which pairs its halves here.
-    @exclusivity(unchecked) var fanotifyCookie: UInt32 = 0
+    /// The mount table while trees follow it (``Router+Mounts``).
+    @exclusivity(unchecked) var mountFollowing = MountFollowing()
+    /// The trees watched through fanotify (``Router+Fanotify``).
+    @exclusivity(unchecked) var fanotify: FanotifyRouting
     /// What may be the first half of an exchange, held back (``Router+Exchanges``).
     @exclusivity(unchecked) var held = ExchangeHold()
-    /// The handle of the entry the rename being routed moves (fanotify's), against
-    /// ``ExchangeHold/object``.
-    @exclusivity(unchecked) var renamedObject: KernelHandle?
-    /// How long a held move waits, as a rename's first half waits for its second.
-    let holdWindow: UInt64
 
     init(
         table: WatchTable<Subscription>, pairingWindow: UInt64, barrierWD: Int32,
@@ -121,9 +79,8 @@ final class Router {
             birthClock: birthClock, clock: clock, barrierWD: barrierWD, writeBarrierFile: writeBarrierFile,
             inotifyUnavailable: inotifyUnavailable, isOnLoopThread: isOnLoopThread, wakeForCatchUp: wakeForCatchUp)
         self.table = table
-        self.fanotify = FanotifyMarks(system: table.system)
+        self.fanotify = FanotifyRouting(marks: FanotifyMarks(system: table.system))
         self.pairing = MovePairing(window: pairingWindow)
-        self.holdWindow = pairingWindow
     }
 
     /// When the loop must call ``expire(now:)``: a rename's first half stops waiting for its
@@ -133,22 +90,22 @@ final class Router {
         var earliest = pairing.deadline
         if held.isHolding { earliest = min(earliest ?? .max, held.deadline) }
         if let due = learning.deadline { earliest = min(earliest ?? .max, due) }
-        for subscription in settling {
+        for subscription in timed.settling {
             if let due = subscription.loop.settler?.deadline { earliest = min(earliest ?? .max, due) }
         }
-        for subscription in polled where subscription.loop.pause == nil {
+        for subscription in timed.polled where subscription.loop.pause == nil {
             if let due = subscription.loop.polled?.schedule.due { earliest = min(earliest ?? .max, due) }
         }
         // Directories of a fanotify tree still to list: at once, after the events read.
-        if !snapshotQueue.isEmpty { earliest = 0 }
+        if !fanotify.snapshotQueue.isEmpty { earliest = 0 }
         return earliest
     }
 
     /// The mailboxes scheduled since the last call, for the loop to drain in this order.
     func takeReady() -> [Mailbox] {
         assert(services.isOnLoopThread())
-        defer { ready.removeAll(keepingCapacity: true) }
-        return ready
+        defer { outbox.ready.removeAll(keepingCapacity: true) }
+        return outbox.ready
     }
 
     // MARK: - From the loop
@@ -171,22 +128,22 @@ final class Router {
     /// The clocks for an event read at `now`: the wall clock once per read (the events of one read
     /// share `now`), for kept snapshots.
     func beginRead(now: UInt64) {
-        if now != wallNowRead {
-            wallNowRead = now
-            wallNow = services.wallClock()
+        if now != time.wallRead {
+            time.wallRead = now
+            time.wall = services.wallClock()
         }
         learning.eventRead(at: now)
-        self.now = now
+        time.now = now
     }
 
     /// Lets go of rename halves whose partner did not come in time, and learns the inodes of
     /// entries events created once the loop has had a moment.
     func expire(now: UInt64) {
         assert(services.isOnLoopThread())
-        self.now = now
-        if !polled.isEmpty { pollDue() }
-        if !snapshotQueue.isEmpty { continueSnapshots() }
-        if !settling.isEmpty { releaseSettled() }
+        time.now = now
+        if !timed.polled.isEmpty { pollDue() }
+        if !fanotify.snapshotQueue.isEmpty { continueSnapshots() }
+        if !timed.settling.isEmpty { releaseSettled() }
         if let arrival = held.arrival, now >= held.deadline, !pairing.isEmpty {
             // The departure an exchange with a place not watched brings after it waits for a
             // partner it will not get: it comes first (``route(_:)``), not after its window.
@@ -205,24 +162,24 @@ final class Router {
         assert(services.isOnLoopThread())
         // (A held move waits for its deadline, or the next event: the barrier's own, for one.)
         let holding = !pairing.isEmpty || held.isHolding
-        if queueDrained && rescanPending && !holding {
-            rescanPending = false
+        if queueDrained && listings.rescanOwed && !holding {
+            listings.rescanOwed = false
             rescan(known.keys, afterKernelOverflow: true)
             complete(barriers.take(.rescan))
         }
-        if queueDrained && !catchUpsDue.isEmpty && !holding {
-            let due = catchUpsDue
-            catchUpsDue = []
+        if queueDrained && !listings.catchUps.isEmpty && !holding {
+            let due = listings.catchUps
+            listings.catchUps = []
             var descriptors: Set<Int32> = []
             for subscription in due where !subscription.loop.isEnded {
                 descriptors.formUnion(subscription.loop.descriptors)
             }
             rescan(Array(descriptors), afterKernelOverflow: false)
-            if !rescanPending {
+            if !listings.rescanOwed {
                 complete(barriers.take(.rescan))
             }
         }
-        if queueDrained && !resumesDue.isEmpty && !holding { resumeDue() }
+        if queueDrained && !listings.resumes.isEmpty && !holding { resumeDue() }
         if queueDrained && pairing.isEmpty && barriers.drained() { writeBarrier() }
         flushBatches()
     }
@@ -233,16 +190,16 @@ final class Router {
         assert(services.isOnLoopThread())
         if held.isHolding { releaseHeldMove() }
         let leftover = barriers.takeAll()
-        resumesDue = []
-        settling = []
+        listings.resumes = []
+        timed.settling = []
         flushBatches()
         for request in leftover { schedule(request.subscription.run(request.completion)) }
         subscriptions = [:]
-        snapshotQueue = []
-        fanotifyTrees = []
-        fanotify.closeAll()
-        mountWatchers = []
-        mounts = nil  // (the loop closes the poll's descriptor with its others)
+        fanotify.snapshotQueue = []
+        fanotify.trees = []
+        fanotify.marks.closeAll()
+        mountFollowing.trees = []
+        mountFollowing.table = nil  // (the loop closes the poll's descriptor with its others)
     }
 
     // MARK: - Tasks
@@ -329,11 +286,11 @@ final class Router {
             }
             // The directory as it is when watching starts; without it (unreadable), an overflow is
             // reported as a notice only.
-            guard subscription.keepsSnapshot && known[wd] == nil && pendingListings[wd] == nil else {
+            guard subscription.keepsSnapshot && known[wd] == nil && listings.pending[wd] == nil else {
                 return .success(nil)
             }
             if deferringListing {
-                pendingListings[wd] = PendingListing()
+                listings.pending[wd] = PendingListing()
                 expectListingEcho(wd)
                 return .success(ListingRequest(wd: wd, path: subscription.root))
             }
@@ -362,7 +319,7 @@ final class Router {
     /// followed by a rescan.
     func install(_ snapshot: Snapshot?, for request: ListingRequest) {
         assert(services.isOnLoopThread())
-        guard let pending = pendingListings.removeValue(forKey: request.wd), let snapshot,
+        guard let pending = listings.pending.removeValue(forKey: request.wd), let snapshot,
             table.watches(request.wd).contains(where: { $0.subscriber.keepsSnapshot && !$0.subscriber.loop.isEnded })
         else { return }
         let directory = KnownDirectory(snapshot)
@@ -384,7 +341,7 @@ final class Router {
         }
         known[request.wd] = directory
         if directory.lacksInodes { lacksInodes(request.wd, directory) }
-        if pending.overflowed { rescanPending = true }
+        if pending.overflowed { listings.rescanOwed = true }
     }
 
     func unsubscribe(_ subscription: Subscription) {
@@ -395,9 +352,9 @@ final class Router {
         subscription.loop.pause = nil
         // Nothing of this wake-up is handed over: not even an empty batch to its queue.
         subscription.loop.pending = []
-        dirty.removeAll { $0 === subscription }
-        settling.removeAll { $0 === subscription }
-        resumesDue.removeAll { $0 === subscription }
+        outbox.dirty.removeAll { $0 === subscription }
+        timed.settling.removeAll { $0 === subscription }
+        listings.resumes.removeAll { $0 === subscription }
         complete(barriers.take(allOf: ObjectIdentifier(subscription)))
     }
 
@@ -411,7 +368,7 @@ final class Router {
         if subscription.loop.pause?.isDue == true {
             // Paused again before its resuming listings: it stays paused, as it was.
             subscription.loop.pause?.isDue = false
-            resumesDue.removeAll { $0 === subscription }
+            listings.resumes.removeAll { $0 === subscription }
             complete(barriers.take(.resume(ObjectIdentifier(subscription))))
             return
         }
@@ -431,13 +388,13 @@ final class Router {
             if !subscription.loop.pending.isEmpty {
                 catchUp.dropped += subscription.loop.pending.count
                 subscription.loop.pending = []
-                dirty.removeAll { $0 === subscription }
+                outbox.dirty.removeAll { $0 === subscription }
             }
             subscription.loop.catchUp = nil
             // No longer owed: a backlog that overflows again after the pause owes a catch-up of
             // its own (while still marked overflowing, its changes would be dropped for good).
             subscription.loop.isOverflowing = false
-            catchUpsDue.removeAll { $0 === subscription }
+            listings.catchUps.removeAll { $0 === subscription }
             pause.baseline = catchUp.baseline
             pause.lostEvents = true
             pause.owed =
@@ -493,14 +450,14 @@ final class Router {
         }
         pause.isDue = true
         subscription.loop.pause = pause
-        resumesDue.append(subscription)
+        listings.resumes.append(subscription)
     }
 
     /// Lists the directories of the resuming watchers that changed while they were paused, and
     /// hands each its resuming batch.
     private func resumeDue() {
-        let due = resumesDue
-        resumesDue = []
+        let due = listings.resumes
+        listings.resumes = []
         var descriptors: Set<Int32> = []
         for subscription in due where !subscription.loop.isEnded {
             guard let pause = subscription.loop.pause else { continue }
@@ -555,14 +512,14 @@ final class Router {
             subscriptions[ObjectIdentifier(subscription)] === subscription
         else { return }
         subscription.loop.catchUp?.isDue = true
-        catchUpsDue.append(subscription)
+        listings.catchUps.append(subscription)
     }
 
     func requestBarrier(for subscription: Subscription, completion: @escaping @Sendable () -> Void) {
         assert(services.isOnLoopThread())
         let request = BarrierRequest(subscription: subscription, completion: completion)
         // A mount made before the barrier was asked for, whose poll the loop has not read yet.
-        if mounts != nil, services.mountPollFired() { mountTableChanged(now: services.clock()) }
+        if mountFollowing.table != nil, services.mountPollFired() { mountTableChanged(now: services.clock()) }
         if subscription.loop.isEnded {
             complete([request])
         } else if subscription.loop.polled != nil {
@@ -576,7 +533,7 @@ final class Router {
             services.drainFanotify()
             // Every record before the request is read: an exchange's other half would be among them.
             if held.isHolding { releaseHeldMove() }
-            if rescanPending {
+            if listings.rescanOwed {
                 barriers.wait(request, for: .rescan)
             } else {
                 complete([request])
@@ -613,7 +570,7 @@ final class Router {
             // The kernel dropped the watch (directory gone, file system unmounted). A subscriber
             // still here did not see DELETE_SELF, so tell it now.
             known[event.wd] = nil
-            pendingListings[event.wd] = nil
+            listings.pending[event.wd] = nil
             for watch in table.kernelDropped(event.wd) where !watch.subscriber.loop.isEnded {
                 if let node = watch.node, !node.isRoot {
                     // A directory inside a tree: its parent reported it; what was below it goes.
@@ -628,10 +585,10 @@ final class Router {
             }
             return
         }
-        if !listingEchoes.isEmpty, isListingEcho(event) { return }
+        if !listings.echoes.isEmpty, isListingEcho(event) { return }
         // What a rescan reported already is not reported again when the kernel's event follows.
-        if !pendingListings.isEmpty && !event.name.isEmpty && pendingListings[event.wd] != nil {
-            pendingListings[event.wd]?.steps.append(.event(event))
+        if !listings.pending.isEmpty && !event.name.isEmpty && listings.pending[event.wd] != nil {
+            listings.pending[event.wd]?.steps.append(.event(event))
         }
         if !event.name.isEmpty, let directory = known[event.wd] {
             // A move in that a listing read after the watch already showed (an inotify tree's new
@@ -694,13 +651,13 @@ final class Router {
             let moved = known[from.wd]?.takeOut(from.name) ?? nil
             known[to.wd]?.putIn(to.name, moved, isDirectory: to.has(InotifyMask.isDirectory), at: wallNow)
         }
-        if !pendingListings.isEmpty {
+        if !listings.pending.isEmpty {
             if from.wd == to.wd {
-                pendingListings[from.wd]?.steps.append(
+                listings.pending[from.wd]?.steps.append(
                     .renamed(from: from.name, to: to.name, isDirectory: to.has(InotifyMask.isDirectory)))
             } else {
-                pendingListings[from.wd]?.steps.append(.movedOut(from.name))
-                pendingListings[to.wd]?.steps.append(.movedIn(to.name, isDirectory: to.has(InotifyMask.isDirectory)))
+                listings.pending[from.wd]?.steps.append(.movedOut(from.name))
+                listings.pending[to.wd]?.steps.append(.movedIn(to.name, isDirectory: to.has(InotifyMask.isDirectory)))
             }
         }
         if let directory = known[to.wd], directory.lacksInodes && !directory.isDueForLearning {
@@ -776,7 +733,7 @@ final class Router {
         if subscription.loop.settler != nil {
             settle(change, for: subscription)
         } else if subscription.collect(change) {
-            dirty.append(subscription)
+            outbox.dirty.append(subscription)
         }
         if ChangeTranslation.endsWatch(change) {
             subscription.loop.endsWithBatch = true
@@ -789,15 +746,15 @@ final class Router {
     /// A settling watcher's change waits in its batch until the batch is due; one that ends the
     /// watch hands the batch over at once.
     private func settle(_ change: DirectoryChange, for subscription: Subscription) {
-        if subscription.loop.settler!.add(change, now: now) { settling.append(subscription) }
+        if subscription.loop.settler!.add(change, now: now) { timed.settling.append(subscription) }
         if ChangeTranslation.endsWatch(change) { release(subscription, force: true) }
     }
 
     /// Hands over the settling watchers' batches that are due.
     private func releaseSettled() {
         var index = 0
-        while index < settling.count {
-            let subscription = settling[index]
+        while index < timed.settling.count {
+            let subscription = timed.settling[index]
             if let due = subscription.loop.settler?.deadline, now >= due {
                 release(subscription, force: false)
             } else {
@@ -810,8 +767,8 @@ final class Router {
     /// waited for it.
     private func release(_ subscription: Subscription, force: Bool) {
         guard let batch = subscription.loop.settler?.take(now: now, force: force) else { return }
-        settling.removeAll { $0 === subscription }
-        for change in batch where subscription.collect(change) { dirty.append(subscription) }
+        timed.settling.removeAll { $0 === subscription }
+        for change in batch where subscription.collect(change) { outbox.dirty.append(subscription) }
         complete(barriers.take(.settling(ObjectIdentifier(subscription))))
     }
 
@@ -819,7 +776,7 @@ final class Router {
         subscription.loop.isEnded = true
         if subscription.loop.polled != nil {
             subscription.loop.polled = nil
-            polled.removeAll { $0 === subscription }
+            timed.polled.removeAll { $0 === subscription }
         }
         for wd in subscription.loop.descriptors { release(wd, for: subscription) }
         subscription.loop.descriptors = []
@@ -835,10 +792,10 @@ final class Router {
         // stays has no use for it).
         if !table.watches(wd).contains(where: { $0.subscriber.keepsSnapshot }) {
             known[wd] = nil
-            pendingListings[wd] = nil
+            listings.pending[wd] = nil
             learning.remove(wd)
         }
-        if FanotifyMarks.isFanotify(wd) && table.watches(wd).isEmpty { fanotify.forget(wd) }
+        if FanotifyMarks.isFanotify(wd) && table.watches(wd).isEmpty { fanotify.marks.forget(wd) }
     }
 
     /// A kernel queue overflowed: inotify's (every watcher of it), or fanotify's (its trees).
@@ -851,8 +808,8 @@ final class Router {
         {
             collect(DirectoryChange(kind: .overflow, path: subscription.root, isDirectory: true), for: subscription)
         }
-        rescanPending = true
-        for wd in pendingListings.keys { pendingListings[wd]?.overflowed = true }
+        listings.rescanOwed = true
+        for wd in listings.pending.keys { listings.pending[wd]?.overflowed = true }
         barriers.overflowed()
     }
 
@@ -876,11 +833,11 @@ final class Router {
             for wd in descriptors {
                 for watch in table.watches(wd)
                 where watch.subscriber.loop.catchUp?.isDue == true && !watch.subscriber.loop.isEnded {
-                    catchUpBaselines[ObjectIdentifier(watch.subscriber)] = takeCatchUp(watch.subscriber)
+                    listings.catchUpBaselines[ObjectIdentifier(watch.subscriber)] = takeCatchUp(watch.subscriber)
                 }
             }
         }
-        defer { catchUpBaselines = [:] }
+        defer { listings.catchUpBaselines = [:] }
         var moved: [Int32] = []
         // Parents first: a parent's listing moves the nodes of the directories renamed, exchanged
         // or replaced in it, so that each directory is listed at the path it has now, not at one
@@ -897,12 +854,12 @@ final class Router {
     /// after the others (a tree's directory not found at its path on the first pass).
     private func rescanDirectory(_ wd: Int32, afterKernelOverflow: Bool, firstPass: Bool) -> Bool {
         let watches = table.watches(wd).filter { !$0.subscriber.loop.isEnded && $0.subscriber.keepsSnapshot }
-        let catchingUp = watches.filter { catchUpBaselines[ObjectIdentifier($0.subscriber)] != nil }
+        let catchingUp = watches.filter { listings.catchUpBaselines[ObjectIdentifier($0.subscriber)] != nil }
         let resuming = watches.filter { $0.subscriber.loop.pause?.isDue == true }
         // A watcher paused and not resuming is among them: what they are told, it drops. One
         // still owed a catch-up is told nothing here: what it knew is its catch-up's.
         let others = watches.filter {
-            $0.subscriber.loop.catchUp == nil && catchUpBaselines[ObjectIdentifier($0.subscriber)] == nil
+            $0.subscriber.loop.catchUp == nil && listings.catchUpBaselines[ObjectIdentifier($0.subscriber)] == nil
                 && $0.subscriber.loop.pause?.isDue != true
         }
         guard let first = watches.first else { return true }
@@ -943,7 +900,7 @@ final class Router {
         // A watcher whose backlog overflowed is told from what it knew then, once its backlog
         // has been delivered; until then its changes stay dropped.
         for watch in catchingUp {
-            let baselines = catchUpBaselines[ObjectIdentifier(watch.subscriber)] ?? [:]
+            let baselines = listings.catchUpBaselines[ObjectIdentifier(watch.subscriber)] ?? [:]
             // A fanotify tree's directory not yet listed when the backlog overflowed: what the
             // watcher was told of it is unknown, and its entries are not news.
             if baselines[wd] == nil, watch.subscriber.loop.tree?.isLazy == true { continue }
@@ -977,7 +934,8 @@ final class Router {
             if table.watches(wd).isEmpty { try? table.system.inotifyRemoveWatch(table.inotifyFD, wd) }
             return .max
         }
-        guard node.inode == 0, let handle = fanotify.handle(node.wd), let mountFD = fanotify.mountFD(for: handle)
+        guard node.inode == 0, let handle = fanotify.marks.handle(node.wd),
+            let mountFD = fanotify.marks.mountFD(for: handle)
         else { return node.inode }
         let system = table.system
         guard let fd = try? system.open(handle, mountFD: mountFD) else { return .max }
@@ -999,7 +957,7 @@ final class Router {
             catchUp.dropped += subscription.loop.pending.count
             subscription.loop.pending = []
             // Collected again below: one flush, of the catch-up.
-            dirty.removeAll { $0 === subscription }
+            outbox.dirty.removeAll { $0 === subscription }
         }
         subscription.loop.catchUp = nil
         subscription.loop.takesAnyBatch = true
@@ -1132,27 +1090,27 @@ final class Router {
     /// does not look this set up for ever after a tree of 100,000 directories was listed).
     func expectListingEcho(_ wd: Int32) {
         let echo = InotifyMask.open | InotifyMask.access | InotifyMask.closeNoWrite
-        if let mask = table.kernelMask(wd), mask & echo != 0 { listingEchoes.insert(wd) }
+        if let mask = table.kernelMask(wd), mask & echo != 0 { listings.echoes.insert(wd) }
     }
 
     /// The open, reads and close of a directory the router listed, which the kernel reports on
     /// the directory itself. The echo ends with its close, or with the first other event of the
     /// directory (when nobody asked for closes, none comes).
     private func isListingEcho(_ event: InotifyEvent) -> Bool {
-        guard listingEchoes.contains(event.wd) else { return false }
+        guard listings.echoes.contains(event.wd) else { return false }
         let echo = InotifyMask.open | InotifyMask.access | InotifyMask.closeNoWrite
         guard event.name.isEmpty, event.has(InotifyMask.isDirectory), event.mask & ~InotifyMask.isDirectory & ~echo == 0
         else {
-            listingEchoes.remove(event.wd)
+            listings.echoes.remove(event.wd)
             return false
         }
-        if event.has(InotifyMask.closeNoWrite) { listingEchoes.remove(event.wd) }
+        if event.has(InotifyMask.closeNoWrite) { listings.echoes.remove(event.wd) }
         return true
     }
 
     private func flushBatches() {
-        if !unwatchedTrees.isEmpty { reportUnwatched() }
-        for subscription in dirty {
+        if !outbox.unwatchedTrees.isEmpty { reportUnwatched() }
+        for subscription in outbox.dirty {
             // Owed a catch-up: its changes until then are what the catch-up will report.
             if subscription.loop.catchUp != nil && !subscription.loop.endsWithBatch {
                 subscription.loop.catchUp?.dropped += subscription.loop.pending.count
@@ -1169,11 +1127,11 @@ final class Router {
                 }
             }
         }
-        dirty.removeAll(keepingCapacity: true)
+        outbox.dirty.removeAll(keepingCapacity: true)
     }
 
     func schedule(_ mailbox: Mailbox?) {
-        if let mailbox { ready.append(mailbox) }
+        if let mailbox { outbox.ready.append(mailbox) }
     }
 
     // MARK: - Barriers
