@@ -1,16 +1,19 @@
 import Dispatch
 import Glibc
 
-/// Routes the kernel's events to the watchers: owns the watch table, rename pairing, barrier
-/// bookkeeping, and each watcher's batch for the current wake-up; it hands batches to mailboxes
-/// and queues, and tells the loop which mailboxes it must now drain (``takeReady()``).
+/// Routes the kernel's events to the watchers: owns the watch table, rename pairing and each
+/// watcher's batch for the current wake-up; it hands batches to mailboxes and queues, and tells
+/// the loop which mailboxes it must now drain (``takeReady()``).
 ///
 /// The event loop feeds it (events read, the pairing deadline, the end of a wake-up) and runs its
-/// tasks (subscribe, unsubscribe, barrier); the router has no thread and makes no system call of
-/// its own beyond the watch table's and the barrier write it is given, so its tests drive it
-/// directly against a fake kernel. Every method runs on the loop thread, which `isOnLoopThread`
-/// checks in debug builds
-/// (the loop's leading thread: see Leadership).
+/// tasks (subscribe, unsubscribe, barrier). The router has no thread. Its system calls all go
+/// through the replaceable table its watch table holds (watches, marks, and looking at the disk:
+/// a directory's entries, an entry's status, a fanotify handle opened) or through what the loop
+/// gives it (``RouterServices``: listings, the barrier write), so its tests drive it directly
+/// against a fake kernel. Its state is in parts with one job each (``BarrierBook``,
+/// ``InodeLearning``, ``ExchangeHold``, ``RouterListings``, ``Outbox``, ``TimedWatchers``,
+/// ``MountFollowing``, ``FanotifyRouting``). Every method runs on the loop's leading thread
+/// (see Leadership), which ``RouterServices/isOnLoopThread`` checks in debug builds.
 final class Router {
     /// A barrier waiting for its event, and where its completion runs.
     struct BarrierRequest {
