@@ -1,0 +1,80 @@
+import Glibc
+
+/// The router's own listings: inodes learnt for entries events created, and the echo of a
+/// listing (its own open, read and close of the directory) told from a watcher's change.
+extension Router {
+    /// Lists the directories lacking inodes now, as the loop does once it has been idle (tests:
+    /// what the idle listing learns, without waiting for the loop to be idle).
+    func learnInodesNow() {
+        assert(services.isOnLoopThread())
+        if !learning.isEmpty { learnInodes(at: nil) }
+    }
+
+    func lacksInodes(_ wd: Int32, _ directory: KnownDirectory) {
+        learning.add(wd)
+        directory.isDueForLearning = true
+    }
+
+    /// Lists the names of the directories with entries whose inode is not on record, and records
+    /// those inodes, so that a rescan can follow such a file to a new name. A directory stays due
+    /// while it has entries that may have been born in the birth clock's current tick. `now`: when
+    /// the schedule called for it (nil when a test did).
+    func learnInodes(at now: UInt64?) {
+        let start = services.birthClock()
+        let began = services.wallClock()
+        var due: Set<Int32> = []
+        for wd in learning.due {
+            guard let directory = known[wd] else { continue }
+            directory.isDueForLearning = false
+            guard directory.lacksInodes,
+                let first = table.watches(wd).first(where: { !$0.subscriber.loop.isEnded })
+            else { continue }
+            let listNames = services.listNames
+            do {
+                try directory.learnInodes(listedAfter: start) { visit throws(SyscallError) in
+                    try listNames(first.directory) { name, inode, _ in visit(name, inode) }
+                }
+                expectListingEcho(wd)
+            } catch {
+                continue  // gone or unreadable: its own events, or the next rescan, will say
+            }
+            if directory.lacksInodes {
+                directory.isDueForLearning = true
+                due.insert(wd)
+            }
+        }
+        let end = services.wallClock()
+        let took = (end.seconds - began.seconds) * 1_000_000_000 + Int64(end.nanoseconds) - Int64(began.nanoseconds)
+        learning.listed(stillDue: due, took: UInt64(clamping: took), at: now)
+    }
+
+    /// Lists a watched directory, expecting the echo of its own reading.
+    func list(_ directory: FileSystemPath, wd: Int32) -> Snapshot? {
+        guard let snapshot = try? services.listDirectory(directory) else { return nil }
+        expectListingEcho(wd)
+        return snapshot
+    }
+
+    /// The router is listing the directory of `wd`: its open, reads and close come back as events
+    /// when a watcher of it asked for those (no entry kept otherwise, so that routing an event
+    /// does not look this set up for ever after a tree of 100,000 directories was listed).
+    func expectListingEcho(_ wd: Int32) {
+        let echo = InotifyMask.open | InotifyMask.access | InotifyMask.closeNoWrite
+        if let mask = table.kernelMask(wd), mask & echo != 0 { listings.echoes.insert(wd) }
+    }
+
+    /// The open, reads and close of a directory the router listed, which the kernel reports on
+    /// the directory itself. The echo ends with its close, or with the first other event of the
+    /// directory (when nobody asked for closes, none comes).
+    func isListingEcho(_ event: InotifyEvent) -> Bool {
+        guard listings.echoes.contains(event.wd) else { return false }
+        let echo = InotifyMask.open | InotifyMask.access | InotifyMask.closeNoWrite
+        guard event.name.isEmpty, event.has(InotifyMask.isDirectory), event.mask & ~InotifyMask.isDirectory & ~echo == 0
+        else {
+            listings.echoes.remove(event.wd)
+            return false
+        }
+        if event.has(InotifyMask.closeNoWrite) { listings.echoes.remove(event.wd) }
+        return true
+    }
+}

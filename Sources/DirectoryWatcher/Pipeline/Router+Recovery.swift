@@ -1,0 +1,258 @@
+import Glibc
+
+/// Recovery: after a kernel overflow, or a backlog's catch-up, the kept directories are listed
+/// again and each watcher is told exactly what it missed.
+extension Router {
+    /// A watcher's overflowed backlog has been delivered: its catch-up is due once the kernel
+    /// queue is drained.
+    func backlogDrained(_ subscription: Subscription) {
+        assert(services.isOnLoopThread())
+        guard subscription.loop.catchUp != nil, !subscription.loop.isEnded,
+            subscriptions[ObjectIdentifier(subscription)] === subscription
+        else { return }
+        subscription.loop.catchUp?.isDue = true
+        listings.catchUps.append(subscription)
+    }
+
+    /// A kernel queue overflowed: inotify's (every watcher of it), or fanotify's (its trees).
+    func overflowed(fanotify: Bool = false) {
+        if held.isHolding { releaseHeldMove() }
+        // A polled watcher reads nothing of the kernel's queue: it lost nothing.
+        for subscription in subscriptions.values
+        where !subscription.loop.isEnded && subscription.pollingInterval == nil
+            && (subscription.loop.fanotifyID != nil) == fanotify
+        {
+            collect(DirectoryChange(kind: .overflow, path: subscription.root, isDirectory: true), for: subscription)
+        }
+        listings.rescanOwed = true
+        for wd in listings.pending.keys { listings.pending[wd]?.overflowed = true }
+        barriers.overflowed()
+    }
+
+    /// Lists the given kept directories again (every one after a kernel overflow; a catching-up
+    /// watcher's own otherwise) and reports what changed since the watchers were last told, each
+    /// change marked as found by the rescan, to the watchers that keep snapshots (the others
+    /// asked for the notice alone); a catching-up watcher is told from what it knew when its
+    /// backlog overflowed. A directory that can no longer be listed is reported: a watcher's own
+    /// directory as removed when its path names nothing (its own events were among those lost),
+    /// else with a second notice that carries the error; a tree's directory gone from its path is
+    /// listed again once the others have been, since its parent's listing may have moved it.
+    ///
+    /// `takingCatchUps`: the directories are every one of the catching-up watchers' whose
+    /// catch-up is due (all of them after a kernel overflow), so those catch-ups are taken now,
+    /// once each before any directory is listed: the notice and what did not fit first, then each
+    /// directory reported from what the watcher knew of it (a tree's, one after another). A
+    /// resume's listing of some directories leaves them owed.
+    func rescan(_ descriptors: some Sequence<Int32>, afterKernelOverflow: Bool, takingCatchUps: Bool = true) {
+        let descriptors = Array(descriptors)
+        if takingCatchUps {
+            for wd in descriptors {
+                for watch in table.watches(wd)
+                where watch.subscriber.loop.catchUp?.isDue == true && !watch.subscriber.loop.isEnded {
+                    listings.catchUpBaselines[ObjectIdentifier(watch.subscriber)] = takeCatchUp(watch.subscriber)
+                }
+            }
+        }
+        defer { listings.catchUpBaselines = [:] }
+        var moved: [Int32] = []
+        // Parents first: a parent's listing moves the nodes of the directories renamed, exchanged
+        // or replaced in it, so that each directory is listed at the path it has now, not at one
+        // that names another directory since.
+        let ordered = descriptors.map { wd in (wd, table.watches(wd).first?.directory.bytes.count ?? 0) }
+            .sorted { $0.1 < $1.1 }.map(\.0)
+        for wd in ordered where !rescanDirectory(wd, afterKernelOverflow: afterKernelOverflow, firstPass: true) {
+            moved.append(wd)
+        }
+        for wd in moved { _ = rescanDirectory(wd, afterKernelOverflow: afterKernelOverflow, firstPass: false) }
+    }
+
+    /// One directory of ``rescan(_:afterKernelOverflow:)``; false when it is to be listed again
+    /// after the others (a tree's directory not found at its path on the first pass).
+    private func rescanDirectory(_ wd: Int32, afterKernelOverflow: Bool, firstPass: Bool) -> Bool {
+        let watches = table.watches(wd).filter { !$0.subscriber.loop.isEnded && $0.subscriber.keepsSnapshot }
+        let catchingUp = watches.filter { listings.catchUpBaselines[ObjectIdentifier($0.subscriber)] != nil }
+        let resuming = watches.filter { $0.subscriber.loop.pause?.isDue == true }
+        // A watcher paused and not resuming is among them: what they are told, it drops. One
+        // still owed a catch-up is told nothing here: what it knew is its catch-up's.
+        let others = watches.filter {
+            $0.subscriber.loop.catchUp == nil && listings.catchUpBaselines[ObjectIdentifier($0.subscriber)] == nil
+                && $0.subscriber.loop.pause?.isDue != true
+        }
+        guard let first = watches.first else { return true }
+        // Never listed (it was unreadable when watching started): the notice stands.
+        guard let directory = known[wd] else { return true }
+        let current: Snapshot
+        do {
+            current = try services.listDirectory(first.directory)
+            expectListingEcho(wd)
+        } catch {
+            // Gone from its path, a directory below a tree's root was removed or moved while the
+            // events were lost: its parent's listing says which (and moves its node), so it is
+            // listed again after the others, at the path it has then, and a second time gone is
+            // gone (the parent's listing, or the event that came after it, reports it). Only a
+            // watcher's own directory gone ends that watcher.
+            let gone = error.errno == ENOENT || error.errno == ENOTDIR
+            let belowARoot = watches.filter { !($0.node?.isRoot ?? true) }
+            if gone && !belowARoot.isEmpty && firstPass { return false }
+            let told = afterKernelOverflow ? others + catchingUp : catchingUp
+            rescanFailed(error, watches: gone ? told.filter { $0.node?.isRoot ?? true } : told)
+            // A resuming watcher's own directory: its batch says the listing failed.
+            for watch in resuming where watch.node?.isRoot ?? true { watch.subscriber.loop.pause?.failure = error }
+            return true
+        }
+        var subdirectories: [[UInt8]: UInt64] = [:]
+        if let node = first.node, !node.children.isEmpty {
+            // Where the listing shows each directory's number, under its name or another.
+            var byInode: [UInt64: [UInt8]] = [:]
+            for (name, entry) in current.entries where entry.kind == .directory { byInode[entry.inode] = name }
+            for (name, child) in node.children {
+                let found = byInode[child.inode]
+                subdirectories[name] = inode(
+                    of: child, at: found.map { first.directory.appending(bytes: $0[...]) }, mask: first.mask)
+            }
+        }
+        let differences = directory.differences(to: current, directories: subdirectories)
+        for watch in others { report(differences, to: watch) }
+        // A watcher whose backlog overflowed is told from what it knew then, once its backlog
+        // has been delivered; until then its changes stay dropped.
+        for watch in catchingUp {
+            let baselines = listings.catchUpBaselines[ObjectIdentifier(watch.subscriber)] ?? [:]
+            // A fanotify tree's directory not yet listed when the backlog overflowed: what the
+            // watcher was told of it is unknown, and its entries are not news.
+            if baselines[wd] == nil, watch.subscriber.loop.tree?.isLazy == true { continue }
+            let baseline = baselines[wd] ?? NameTable()
+            report(Snapshot.differences(from: baseline.dictionary(), to: current), to: watch)
+        }
+        for watch in resuming {
+            let baseline = watch.subscriber.loop.pause?.baseline[wd] ?? NameTable()
+            found(Snapshot.differences(from: baseline.dictionary(), to: current), by: watch)
+        }
+        directory.reset(to: current)
+        return true
+    }
+
+    /// The inode of a tree's directory, for a rescan to tell whether the listing shows it (at
+    /// `found`, the path of the listing's directory with its number, if any), or another one
+    /// (`.max`, which matches no entry).
+    ///
+    /// An inotify watch holds its directory's inode while the directory is there, but one
+    /// removed while the events were lost took its watch with it, and a directory made since may
+    /// have been given its number: the kernel says whether the watch it gives the path found is
+    /// the node's. A fanotify tree's directory made or moved in by an event has no inode read:
+    /// its handle tells it.
+    private func inode(of node: TreeNode, at found: FileSystemPath?, mask: UInt32) -> UInt64 {
+        if !FanotifyMarks.isFanotify(node.wd) {
+            guard node.inode != 0, let found,
+                let wd = try? table.kernelWatch(found, mask: mask, flags: Self.treeWatchFlags)
+            else { return node.inode }
+            if wd == node.wd { return node.inode }
+            // Another directory's: the walk that reports it watches it.
+            if table.watches(wd).isEmpty { try? table.system.inotifyRemoveWatch(table.inotifyFD, wd) }
+            return .max
+        }
+        guard node.inode == 0, let handle = fanotify.marks.handle(node.wd),
+            let mountFD = fanotify.marks.mountFD(for: handle)
+        else { return node.inode }
+        let system = table.system
+        guard let fd = try? system.open(handle, mountFD: mountFD) else { return .max }
+        defer { system.close(fd) }
+        guard let status = try? system.entryStatus(in: fd, name: [UInt8(ascii: ".")]) else { return .max }
+        node.inode = status.inode
+        return status.inode
+    }
+
+    /// Ends a watcher's wait for its catch-up: collects the changes that did not fit when its
+    /// backlog overflowed, and returns what it knew of its directories then.
+    ///
+    /// The changes collected in this wake-up, before the listing, are dropped as those of the
+    /// wake-ups before it were (``flushBatches()``): they happened after what the watcher knew,
+    /// so the listing reports what they came to, and delivered too they would come twice.
+    private func takeCatchUp(_ subscription: Subscription) -> [Int32: NameTable<KnownDirectory.Known>] {
+        guard var catchUp = subscription.loop.catchUp else { return [:] }
+        if !subscription.loop.pending.isEmpty {
+            catchUp.dropped += subscription.loop.pending.count
+            subscription.loop.pending = []
+            // Collected again below: one flush, of the catch-up.
+            outbox.dirty.removeAll { $0 === subscription }
+        }
+        subscription.loop.catchUp = nil
+        subscription.loop.takesAnyBatch = true
+        // The notice first: the watcher fell behind, this many changes were held back, and what
+        // they came to follows.
+        collect(
+            DirectoryChange(
+                kind: .overflow, path: subscription.root, isDirectory: true,
+                droppedChanges: catchUp.remainder.count + catchUp.dropped),
+            for: subscription)
+        for change in catchUp.remainder { collect(change, for: subscription) }
+        for request in barriers.take(.catchUp(ObjectIdentifier(subscription))) { barriers.wait(request, for: .rescan) }
+        return catchUp.baseline
+    }
+
+    /// Reports the differences a rescan found to one watch, as far as it selected and covers them.
+    /// In a tree, the directories the rescan found appeared are watched and their entries
+    /// reported, and those gone are let go.
+    private func report(_ differences: [Snapshot.Difference], to watch: WatchTable<Subscription>.Watch) {
+        for difference in differences {
+            if ChangeTranslation.selects(watch.mask, difference.kind),
+                watch.covers(difference.name[...]) || (difference.oldName.map { watch.covers($0[...]) } ?? false)
+            {
+                collect(
+                    DirectoryChange(
+                        kind: difference.kind, path: watch.path(of: difference.name[...]),
+                        oldPath: difference.oldName.map { watch.path(of: $0[...]) },
+                        isDirectory: difference.isDirectory, foundByRescan: true),
+                    for: watch.subscriber)
+            }
+            guard let node = watch.node, !watch.subscriber.loop.isEnded else { continue }
+            if !difference.isDirectory {
+                // A file renamed or made over a directory (an exchange's other half, the
+                // directory removed since): that directory is let go.
+                if difference.kind == .renamed || difference.kind == .created, node.child(difference.name[...]) != nil {
+                    treeChanged(
+                        difference.name[...], at: node, appeared: false, for: watch.subscriber, foundByRescan: true)
+                }
+                continue
+            }
+            switch difference.kind {
+            case .removed:
+                treeChanged(difference.name[...], at: node, appeared: false, for: watch.subscriber, foundByRescan: true)
+            case .renamed:
+                if let old = difference.oldName, let tree = watch.subscriber.loop.tree, let moved = node.child(old[...])
+                {
+                    // Renamed over a directory (an exchange's other half, moved on while the
+                    // events were lost): that one is let go here, and found where it is now.
+                    if let replaced = node.child(difference.name[...]), replaced !== moved {
+                        treeChanged(
+                            difference.name[...], at: node, appeared: false, for: watch.subscriber, foundByRescan: true)
+                    }
+                    move(moved, to: difference.name[...], in: node, of: tree, for: watch.subscriber)
+                } else {
+                    treeChanged(
+                        difference.name[...], at: node, appeared: true, for: watch.subscriber, foundByRescan: true)
+                }
+            case .created:
+                treeChanged(difference.name[...], at: node, appeared: true, for: watch.subscriber, foundByRescan: true)
+            default:
+                break
+            }
+        }
+    }
+
+    private func rescanFailed(_ error: SyscallError, watches: [WatchTable<Subscription>.Watch]) {
+        for watch in watches where !watch.subscriber.loop.isEnded {
+            collect(failureNotice(error, for: watch.subscriber), for: watch.subscriber)
+        }
+    }
+
+    /// What a watcher is told when its directory could not be listed again: removed when its
+    /// path names nothing, else a notice that carries the error.
+    func failureNotice(_ error: SyscallError, for subscription: Subscription) -> DirectoryChange {
+        let root = subscription.root
+        if error.errno == ENOENT || error.errno == ENOTDIR {
+            return DirectoryChange(kind: .rootRemoved, path: root, isDirectory: true, foundByRescan: true)
+        }
+        let failure = DirectoryWatcherError(error, path: root.description)
+        return DirectoryChange(kind: .overflow, path: root, isDirectory: true, error: failure)
+    }
+}

@@ -1,0 +1,249 @@
+import Glibc
+
+/// Trees' events: a change in a tree's directory routed to its node, a directory renamed or moved
+/// within, into or out of the tree followed, what could not be watched reported.
+extension Router {
+    /// A directory appeared in (created, moved in) or left (removed, moved out) the tree
+    /// directory `node` of `subscription`.
+    /// `retrying`: a directory refused before (``TreeNode/refused``), tried again.
+    func treeChanged(
+        _ name: ArraySlice<UInt8>, at node: TreeNode, appeared: Bool, for subscription: Subscription,
+        foundByRescan: Bool, throughLink: Bool = false, reporting: Bool = true, retrying: Bool = false
+    ) {
+        guard let tree = subscription.loop.tree, tree.node(node.wd) === node else { return }
+        if !tree.unreached.isEmpty { tree.unreached.removeAll { $0.parent === node && $0.name[...] == name } }
+        // Gone, or another directory by that name: what was said of the refused one is said.
+        if !retrying, !node.refused.isEmpty { node.refused.remove(Array(name)) }
+        if appeared {
+            if tree.isLazy, let early = node.child(name) {
+                // Met before the event that brought it (the listing after readiness, or an event
+                // inside it, reached it first): what it holds is news all the same, so it is
+                // walked afresh and reported.
+                for wd in tree.remove(early) { release(wd, for: subscription) }
+            }
+            if let met = node.child(name) {
+                met.metEarlyIn = -1  // met by a walk before this event, which brings it
+                return
+            }
+            let path = node.path.appending(bytes: name)
+            if let exclusions = subscription.exclusions, exclusions.excludes(path, under: subscription.root) { return }
+            if tree.isLazy, created(name, at: node, of: tree, for: subscription) { return }
+            var step = WalkStep(parent: node, name: Array(name), path: path, throughLink: throughLink)
+            step.retrying = retrying
+            let result = walker(for: subscription, reporting: reporting)(step)
+            guard
+                let child = adopt(
+                    step, result, of: tree, for: subscription, reporting: reporting, foundByRescan: foundByRescan)
+            else { return }
+            let level = integrate(
+                result, at: child, path: path, of: tree, for: subscription, reporting: reporting,
+                foundByRescan: foundByRescan)
+            populate(level, of: tree, for: subscription, reporting: reporting, foundByRescan: foundByRescan)
+        } else if let child = node.child(name) {
+            // Its watches go with it; what was below it is not reported one by one.
+            for wd in tree.remove(child) { release(wd, for: subscription) }
+        } else if !tree.metEarlyNames.isEmpty {
+            tree.departed(name, from: node)
+        }
+    }
+
+    /// An event about an entry of the tree directory `node`: a directory appeared or left; with
+    /// links followed, an entry created may be a link to a directory (the watch is tried: a
+    /// system call per entry created, which following links costs), and one removed may have
+    /// been a followed link.
+    func treeEvent(_ event: InotifyEvent, at node: TreeNode, for subscription: Subscription) {
+        let appeared = event.has(InotifyMask.create | InotifyMask.movedTo)
+        if event.has(InotifyMask.isDirectory) {
+            // Opened, listed, its attributes changed: still there, still watched. Its attributes
+            // changed, it may be readable now.
+            guard appeared || event.has(InotifyMask.delete | InotifyMask.movedFrom) else {
+                if event.has(InotifyMask.attributes) { treeAttributesChanged(event.name, at: node, for: subscription) }
+                return
+            }
+            treeChanged(event.name, at: node, appeared: appeared, for: subscription, foundByRescan: false)
+        } else if !appeared, !node.children.isEmpty, event.has(InotifyMask.delete | InotifyMask.movedFrom) {
+            treeChanged(event.name, at: node, appeared: false, for: subscription, foundByRescan: false)
+        } else if appeared, subscription.followsLinks {
+            treeChanged(
+                event.name, at: node, appeared: true, for: subscription, foundByRescan: false, throughLink: true)
+        }
+    }
+
+    /// The attributes of the directory `name` of the tree directory `node` changed (its parent's
+    /// `IN_ATTRIB`): refused for want of permission, it is tried again, and once readable,
+    /// watched and listed, and what it holds reported as created, as for a directory moved in.
+    func treeAttributesChanged(_ name: ArraySlice<UInt8>, at node: TreeNode, for subscription: Subscription) {
+        guard let tree = subscription.loop.tree, tree.node(node.wd) === node else { return }
+        if let child = node.child(name) {
+            directoryAttributesChanged(child, for: subscription)
+        } else if !node.refused.isEmpty, node.refused.contains(Array(name)) {
+            treeChanged(name, at: node, appeared: true, for: subscription, foundByRescan: false, retrying: true)
+        }
+    }
+
+    /// The attributes of the tree directory `node` itself changed (its own event, or its
+    /// parent's): the subdirectories it refused are tried again, and a fanotify tree's directory
+    /// that its listing could not read (nothing was said of it: its events are seen all the same)
+    /// is listed again, for exact recovery after an overflow.
+    func directoryAttributesChanged(_ node: TreeNode, for subscription: Subscription) {
+        guard let tree = subscription.loop.tree, tree.node(node.wd) === node else { return }
+        if tree.isLazy, let parent = node.parent, parent.refused.contains(node.name) {
+            // A fanotify tree's refused directory, given a node by the handle of its own event.
+            treeChanged(
+                node.name[...], at: parent, appeared: true, for: subscription, foundByRescan: false, retrying: true)
+            return
+        }
+        for name in node.refused {
+            treeChanged(name[...], at: node, appeared: true, for: subscription, foundByRescan: false, retrying: true)
+        }
+        if tree.isLazy, known[node.wd] == nil, !fanotify.snapshotQueue.contains(where: { $0.node === node }) {
+            fanotify.snapshotQueue.append((subscription, node))
+        }
+    }
+
+    /// A directory renamed or moved, as each recursive watcher sees it: inside its tree, the node
+    /// follows (its watches stay, and the paths below it change with it); out of it, its watches
+    /// go; into it, it is watched and its entries reported.
+    /// Calls `body` once for each recursive watcher of either end of a move, with its tree and
+    /// its nodes of the two directories (nil for an end it does not watch).
+    func forEachTree(
+        of sources: [WatchTable<Subscription>.Watch], _ targets: [WatchTable<Subscription>.Watch],
+        _ body: (Subscription, WatchedTree, TreeNode?, TreeNode?) -> Void
+    ) {
+        var seen: Set<ObjectIdentifier> = []
+        for watch in sources + targets where !watch.subscriber.loop.isEnded {
+            let subscription = watch.subscriber
+            guard let tree = subscription.loop.tree, seen.insert(ObjectIdentifier(subscription)).inserted else {
+                continue
+            }
+            body(
+                subscription, tree, sources.first { $0.subscriber === subscription }?.node,
+                targets.first { $0.subscriber === subscription }?.node)
+        }
+    }
+
+    /// `arrivalListed`: the target's listing, read after the move, showed the directory there
+    /// already, and the walk that listing began reported it with what it holds.
+    func treeMoved(
+        from: InotifyEvent, to: InotifyEvent, sources: [WatchTable<Subscription>.Watch],
+        targets: [WatchTable<Subscription>.Watch], arrivalListed: Bool = false
+    ) {
+        forEachTree(of: sources, targets) { subscription, tree, source, target in
+            // A directory a walk met here before this move: its move is routed now.
+            target?.child(to.name)?.metEarlyIn = -1
+            if let source, let target, let moved = source.child(from.name), tree.node(target.wd) === target {
+                move(moved, to: to.name, in: target, of: tree, for: subscription)
+            } else if arrivalListed {
+                // Its departure alone is left: walked again at its new path (a fanotify tree walks
+                // a directory it met early afresh), what it holds would be reported twice.
+                if let source {
+                    treeChanged(from.name, at: source, appeared: false, for: subscription, foundByRescan: false)
+                }
+            } else if tree.isLazy, let source, target != nil,
+                !tree.unreached.contains(where: { $0.parent === source && $0.name[...] == from.name }),
+                !(subscription.exclusions?.excludes(source.path.appending(bytes: from.name), under: subscription.root)
+                    ?? false)
+            {
+                // Inside a fanotify tree, with no node: nothing of it is followed by name yet.
+                return
+            } else {
+                // A directory the walk could not reach at its old path (``WatchedTree/unreached``)
+                // is reported as it would have been there.
+                let unreached = source.flatMap { source in
+                    tree.unreached.first { $0.parent === source && $0.name[...] == from.name }
+                }
+                if let source {
+                    treeChanged(from.name, at: source, appeared: false, for: subscription, foundByRescan: false)
+                }
+                if let target {
+                    treeChanged(
+                        to.name, at: target, appeared: true, for: subscription,
+                        foundByRescan: unreached?.foundByRescan ?? false, reporting: unreached?.reporting ?? true)
+                }
+            }
+        }
+    }
+
+    /// A directory of the tree renamed or moved inside it: its node follows, or, renamed to a name
+    /// the watcher excludes, it is let go.
+    func move(
+        _ moved: TreeNode, to name: ArraySlice<UInt8>, in target: TreeNode, of tree: WatchedTree,
+        for subscription: Subscription
+    ) {
+        guard !target.isInside(moved) else { return }
+        if let exclusions = subscription.exclusions,
+            exclusions.excludes(target.path.appending(bytes: name), under: subscription.root)
+        {
+            for wd in tree.remove(moved) { release(wd, for: subscription) }
+        } else {
+            // A directory the walk found under this name and could not open is not tried again:
+            // the name holds the one moved, reported as it is.
+            if !tree.unreached.isEmpty { tree.unreached.removeAll { $0.parent === target && $0.name[...] == name } }
+            tree.move(moved, to: Array(name), in: target)
+            moved.metEarlyIn = -1
+            retryUnreached(in: tree, for: subscription)
+            if tree.isLazy { retryUnlisted(in: tree, for: subscription) }
+        }
+    }
+
+    /// Watches and lists, at their parents' paths now, the directories that could not be opened
+    /// at the paths they were found at (``WatchedTree/unreached``).
+    func retryUnreached(in tree: WatchedTree, for subscription: Subscription) {
+        guard !tree.unreached.isEmpty else { return }
+        let unreached = tree.unreached
+        tree.unreached = []
+        for entry in unreached where tree.node(entry.parent.wd) === entry.parent {
+            treeChanged(
+                entry.name[...], at: entry.parent, appeared: true, for: subscription,
+                foundByRescan: entry.foundByRescan, reporting: entry.reporting)
+        }
+    }
+
+    /// A directory of a tree that could not be watched or listed. Gone already: nothing to say
+    /// (its parent reports its removal). Otherwise the watcher is told that changes below it
+    /// are not seen, and why: at once, or for the watch limit, in one notice for every directory
+    /// it kept from being watched until the batch is handed over (``reportUnwatched()``).
+    func treeFailed(_ error: SyscallError, at path: FileSystemPath, for subscription: Subscription) {
+        // Gone, or no longer a directory (a link in its place, not followed): its parent's events
+        // say so.
+        guard error.errno != ENOENT && error.errno != ENOTDIR && error.errno != ELOOP else { return }
+        if error.errno == ENOSPC, let tree = subscription.loop.tree {
+            if tree.unwatched == nil {
+                tree.unwatched = (error, path, 0)
+                outbox.unwatchedTrees.append(subscription)
+            }
+            tree.unwatched?.count += 1
+            return
+        }
+        collect(
+            DirectoryChange(
+                kind: .overflow, path: path, isDirectory: true,
+                error: DirectoryWatcherError(error, path: path.description)), for: subscription)
+    }
+
+    /// Tells each tree whose directories could not be watched for the watch limit since it was
+    /// last told, in one notice: the first of them, how many, how many of its directories are
+    /// watched (as ``DirectoryWatcher/watchedDirectories()`` counts them then), and the limit.
+    /// Once per batch: a walk, the events of a wake-up (many directories made at once), a rescan.
+    func reportUnwatched() {
+        let trees = outbox.unwatchedTrees
+        outbox.unwatchedTrees = []
+        for subscription in trees {
+            guard let tree = subscription.loop.tree, let unwatched = tree.unwatched else { continue }
+            tree.unwatched = nil
+            guard !subscription.loop.isEnded else { continue }
+            let others =
+                unwatched.count > 1
+                ? "this directory and \(unwatched.count - 1) others of this tree could not be watched; " : ""
+            let limit = table.system.watchLimit().map { "the limit is \($0) watches for this user" }
+            let detail =
+                others + "\(tree.count) directories of this tree are watched; "
+                + (limit ?? "the limit could not be read") + ", shared by every program of the user"
+            collect(
+                DirectoryChange(
+                    kind: .overflow, path: unwatched.first, isDirectory: true,
+                    error: DirectoryWatcherError(unwatched.error, path: unwatched.first.description, detail: detail)),
+                for: subscription)
+        }
+    }
+}
