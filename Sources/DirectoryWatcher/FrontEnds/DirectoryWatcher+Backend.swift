@@ -1,0 +1,71 @@
+import Dispatch
+import Glibc
+
+/// Which backend a start uses: inotify, a fanotify tree, or polling where inotify is blind.
+extension DirectoryWatcher {
+    /// Which backend watches `directory`: what the caller asked for, or for
+    /// ``Backend/automatic`` what its file system allows (``FileSystemKind``).
+    func chooseBackend(for directory: FileSystemPath, on loop: EventLoop) -> BackendChoice {
+        let system = loop.system
+        let interval = options.pollingInterval
+        // Asked of the kernel even when forced: a warning still applies. A directory whose file
+        // system cannot be asked (missing) fails in the subscribe that follows, with its own error.
+        let kind = try? FileSystemKind.of(directory, system: system)
+        let warning =
+            kind?.visibility == .virtual
+            ? "\(directory) is on \(kind!.name), where the kernel's own changes raise no event and no listing shows them"
+            : nil
+        let tree = options.recursive && !watchesFile
+        switch options.backend {
+        case .inotify:
+            return BackendChoice(
+                kind: .inotify, interval: nil, fileSystem: kind?.name, reason: "inotify was asked for", warning: warning
+            )
+        case .fanotify where tree:
+            return BackendChoice(
+                kind: .fanotify, interval: nil, fileSystem: kind?.name, reason: "fanotify was asked for",
+                warning: warning)
+        case .fanotify:
+            return BackendChoice(
+                kind: .inotify, interval: nil, fileSystem: kind?.name,
+                reason: "fanotify watches trees; one \(watchesFile ? "file" : "directory") is watched through inotify",
+                warning: warning)
+        case .polling:
+            return BackendChoice(
+                kind: .polling, interval: interval, fileSystem: kind?.name, reason: "polling was asked for",
+                warning: warning)
+        case .automatic:
+            if let unavailable = loop.inotifyUnavailable {
+                return BackendChoice(
+                    kind: .polling, interval: interval, fileSystem: kind?.name,
+                    reason:
+                        "inotify is unavailable (\(DirectoryWatcherError(unavailable, path: directory.description).reason))",
+                    warning: warning)
+            }
+            guard let kind else {
+                return BackendChoice(
+                    kind: .inotify, interval: nil, fileSystem: nil, reason: "the file system's type is unknown",
+                    warning: nil)
+            }
+            if kind.visibility == .remote {
+                return BackendChoice(
+                    kind: .polling, interval: interval, fileSystem: kind.name,
+                    reason: "\(directory) is on \(kind.name), whose changes made elsewhere inotify does not see",
+                    warning: nil)
+            }
+            if tree && !options.followsSymbolicLinks && kind.visibility != .virtual && loop.inotifyUnavailable == nil {
+                // Tried on the loop; a refusal (no capability, no file handles) falls back to
+                // inotify with the reason, which the subscribe puts in the session.
+                return BackendChoice(
+                    kind: .fanotify, interval: nil, fileSystem: kind.name,
+                    reason: "\(directory) is on \(kind.name), and the process may mark the whole file system",
+                    warning: warning)
+            }
+            return BackendChoice(
+                kind: .inotify, interval: nil, fileSystem: kind.name,
+                reason: "\(directory) is on \(kind.name), a local file system"
+                    + (tree && options.followsSymbolicLinks ? "; fanotify does not follow symbolic links" : ""),
+                warning: warning)
+        }
+    }
+}
