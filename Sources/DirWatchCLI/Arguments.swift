@@ -13,7 +13,7 @@ public struct Options: Equatable, Sendable {
     public var paths: [String] = []
     /// Files watched by name through their directory (`--file`), so an atomic save keeps them watched.
     public var files: [String] = []
-    /// The kinds of change printed (`--event`); rootRemoved, rootMoved and overflow always are.
+    /// The kinds of change printed (`--event`); rootRemoved, rootMoved, overflow and failed always are.
     public var events: DirectoryWatcher.Events = .default
     public var json = false
     public var recursive = false

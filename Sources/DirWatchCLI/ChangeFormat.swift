@@ -3,9 +3,9 @@ import DirectoryWatcher
 /// The two output formats, each one line per change.
 public enum ChangeFormat {
     /// `kind path` (or `renamed old -> new`), directories with a trailing `/`, names escaped
-    /// (see `Escaping.text`), `  (rescan)` after a change found by a rescan, and
-    /// `  (rescan failed: why)` after an overflow notice whose rescan failed. With `color`, the
-    /// kind is coloured with ANSI escapes.
+    /// (see `Escaping.text`), `  (rescan)` after a change found by a rescan, and `  (why)` after
+    /// a `failed` directory (one that could not be watched or listed). With `color`, the kind is
+    /// coloured with ANSI escapes.
     public static func text(_ change: DirectoryChange, color: Bool, into output: inout [UInt8]) {
         let kind = change.kind.rawValue
         if color { output += Array("\u{1B}[\(colorCode(change.kind))m".utf8) }
@@ -20,13 +20,13 @@ public enum ChangeFormat {
         Escaping.text(change.path, into: &output)
         if change.isDirectory && change.path.bytes != [UInt8(ascii: "/")] { output.append(UInt8(ascii: "/")) }
         if change.foundByRescan { output += Array("  (rescan)".utf8) }
-        if let error = change.error { output += Array("  (rescan failed: \(error.reason))".utf8) }
+        if let error = change.error { output += Array("  (\(error.reason))".utf8) }
         output.append(UInt8(ascii: "\n"))
     }
 
     /// `{"kind":…,"path":…,"isDirectory":…[,"oldPath":…][,"foundByRescan":true][,"error":…]}` and
     /// a newline (`foundByRescan` for a change found by listing the directory again after an
-    /// `overflow`; `error`, the cause, on an `overflow` whose rescan failed). Every line is valid JSON;
+    /// `overflow`; `error`, the cause, on a `failed` directory). Every line is valid JSON;
     /// a path that is not UTF-8 also comes as `pathBytes` / `oldPathBytes` in base64.
     public static func json(_ change: DirectoryChange, into output: inout [UInt8]) {
         output += Array("{\"kind\":\"\(change.kind.rawValue)\",".utf8)
@@ -52,7 +52,7 @@ public enum ChangeFormat {
         case .attributesChanged: return "35"  // magenta
         case .renamed, .exchanged: return "36"  // cyan
         case .opened, .accessed, .writerClosed, .readerClosed: return "34"  // blue
-        case .rootRemoved, .rootMoved, .overflow: return "1;31"  // bold red
+        case .rootRemoved, .rootMoved, .overflow, .failed: return "1;31"  // bold red
         @unknown default: return "0"
         }
     }

@@ -104,8 +104,8 @@ public struct OptionDescriptor: Equatable, Sendable {
                 + "attributes), moved (renamed, exchanged, movedIn, movedOut), opened, accessed, writerClosed, readerClosed; "
                 + "inotifywait's: create, delete, modify, attrib, move, moved_from and moved_to (both: moved), "
                 + "open, access, close_write, close_nowrite, close (both closes); all; default (created, removed, "
-                + "modified, attributesChanged, moved: what is printed without --event). rootRemoved, rootMoved "
-                + "and overflow are always printed. Not -e: that is --exclude here, unlike inotifywait's -e"),
+                + "modified, attributesChanged, moved: what is printed without --event). rootRemoved, rootMoved, "
+                + "overflow and failed are always printed. Not -e: that is --exclude here, unlike inotifywait's -e"),
         OptionDescriptor(
             .json, short: "j", long: ["json"],
             help: "one JSON object per change and line (kind, path, isDirectory, oldPath); control and "

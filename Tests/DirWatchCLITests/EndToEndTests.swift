@@ -333,7 +333,7 @@ final class EndToEndTests: XCTestCase {
             ])
         try run.waitUntilEstablished()
         let notice = try run.nextLine()
-        XCTAssertTrue(notice.hasPrefix("overflow "), notice)
+        XCTAssertTrue(notice.hasPrefix("failed "), notice)
         XCTAssertTrue(notice.contains("fs.inotify.max_user_watches"), notice)
         XCTAssertTrue(notice.contains("this is not a full disk"), notice)
         // How many it could not watch, and the limit that stopped it, the namespace's.

@@ -69,19 +69,20 @@ import Testing
         #expect(try json(change(.created, "/d/a"))["oldPath"] == nil)
     }
 
-    @Test func testRescannedChangesAndAFailedRescanAreMarked() throws {
+    @Test func testRescannedChangesAndFailedDirectoriesAreMarked() throws {
         var found = change(.created, "/d/a")
         found.foundByRescan = true
         #expect(text(found) == "created           /d/a  (rescan)\n")
         #expect(try json(found)["foundByRescan"] as? Bool == true)
         #expect(try json(change(.created, "/d/a"))["foundByRescan"] == nil)
 
-        var failed = change(.overflow, "/d", directory: true)
+        var failed = change(.failed, "/d", directory: true)
         failed.error = DirectoryWatcherError(code: .permissionDenied, path: "/d", function: "open", errno: EACCES)
         #expect(
             text(failed)
-                == "overflow          /d/  (rescan failed: permission denied; the directory must be readable and searchable)\n"
+                == "failed            /d/  (permission denied; the directory must be readable and searchable)\n"
         )
+        #expect(try json(failed)["kind"] as? String == "failed")
         #expect(
             try json(failed)["error"] as? String == "permission denied; the directory must be readable and searchable")
         #expect(try json(change(.overflow, "/d", directory: true))["error"] == nil)

@@ -306,7 +306,8 @@ class AsyncSequenceTests: WatchedDirectoryTestCase {
                 names.insert(change.path)
             case .overflow:
                 notices += 1
-                if change.error != nil { failedNotices += 1 }
+            case .failed:
+                failedNotices += 1
             default:
                 break
             }

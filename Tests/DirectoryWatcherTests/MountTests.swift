@@ -120,7 +120,7 @@ class MountTests: WatchedDirectoryTestCase {
                     DirectoryChange(.created, directory.url("a/m/d/f")),
                 ])
         } else {
-            XCTAssertEqual(made.map(\.kind), [.overflow], "\(made)")
+            XCTAssertEqual(made.map(\.kind), [.failed], "\(made)")
             XCTAssertEqual(made.first?.path, FileSystemPath(point))
             XCTAssertEqual(made.first?.error?.code, .backendUnavailable)
             directory.touch("a/m/new")

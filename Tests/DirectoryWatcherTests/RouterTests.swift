@@ -169,12 +169,12 @@ final class RouterTests: XCTestCase {
         XCTAssertEqual(noticeOnly.batches, [[DirectoryChange(.overflow, "/d", directory: true)]])
     }
 
-    func testARescanThatCannotListTheDirectorySaysWhyInASecondNotice() throws {
+    func testARescanThatCannotListTheDirectorySaysWhyInAFailedChange() throws {
         let (subscription, d) = try subscribe("/d", keepsSnapshot: true)
         listings["/d"] = .failure(SyscallError(function: "open", errno: EACCES))
         read([InotifyEvent(wd: -1, mask: InotifyMask.queueOverflow)])
         let batch = try XCTUnwrap(d.batches.first)
-        XCTAssertEqual(batch.map(\.kind), [.overflow, .overflow])
+        XCTAssertEqual(batch.map(\.kind), [.overflow, .failed])
         XCTAssertNil(batch[0].error)
         let error = try XCTUnwrap(batch[1].error)
         XCTAssertEqual(error.code, .permissionDenied)

@@ -327,7 +327,7 @@ class TreeTests: WatchedDirectoryTestCase {
         }
         directory.touch("b/f")
         let changes = delivered()
-        check(changes.filter { $0.kind == .overflow }, changes.filter { $0.kind == .created })
+        check(changes.filter { $0.kind == .failed }, changes.filter { $0.kind == .created })
     }
 
     /// `ENOSPC` from `inotify_add_watch` part-way through a tree: the watcher is told which
@@ -382,7 +382,7 @@ class TreeTests: WatchedDirectoryTestCase {
         /// The one notice expected of an occasion with `unwatched` directories refused, whose paths
         /// start with `prefix`.
         func check(_ changes: [DirectoryChange], unwatched: Int, prefix: String, line: UInt = #line) {
-            let notices = changes.filter { $0.kind == .overflow }
+            let notices = changes.filter { $0.kind == .failed }
             guard usesInotify else { return XCTAssertEqual(notices, [], line: line) }
             XCTAssertEqual(notices.count, 1, "\(notices)", line: line)
             guard let notice = notices.first else { return }
@@ -687,12 +687,12 @@ class TreeTests: WatchedDirectoryTestCase {
         directory.touch("a/open/new/g")
         var changes = delivered()
         XCTAssertEqual(
-            changes.filter { $0.kind != .overflow },
+            changes.filter { $0.kind != .failed },
             attributes + [
                 DirectoryChange(.created, directory.url("a/open/f")),
                 DirectoryChange(.created, directory.url("a/open/new"), directory: true),
             ] + (usesInotify ? [] : [DirectoryChange(.created, directory.url("a/open/new/g"))]))
-        let notices = changes.filter { $0.kind == .overflow }
+        let notices = changes.filter { $0.kind == .failed }
         XCTAssertEqual(notices.map(\.path), usesInotify ? [path("a/open/new")] : [])
         XCTAssertEqual(notices.first?.error?.code, usesInotify ? .permissionDenied : nil)
         refusing.set(false)

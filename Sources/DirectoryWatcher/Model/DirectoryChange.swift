@@ -44,11 +44,20 @@ public struct DirectoryChange: Hashable, Sendable, CustomStringConvertible {
         /// async sequence's consumer) fell too far behind, and ``DirectoryChange/droppedChanges``
         /// says how many changes were held back: changes may have been lost. ``DirectoryChange/path``
         /// is the watched directory. With exact recovery (the default), the changes found by listing the
-        /// directory again follow, marked ``DirectoryChange/foundByRescan``; a second notice with
-        /// an ``DirectoryChange/error`` says when that listing failed, and what was missed is
-        /// then unknown. With ``DirectoryWatcher/Recovery/notice``, list the directory again to
-        /// catch up. See Lost changes and rescans.
+        /// directory again follow, marked ``DirectoryChange/foundByRescan``; a ``failed`` change
+        /// says when that listing failed, and what was missed there is then unknown. With
+        /// ``DirectoryWatcher/Recovery/notice``, list the directory again to catch up. See Lost
+        /// changes and rescans.
         case overflow
+        /// A directory of what this watcher watches could not be watched or listed, and
+        /// ``DirectoryChange/error`` says why: permission denied on a subdirectory of a tree,
+        /// the watch limit reached, a rescan that could not list a directory, a mount a fanotify
+        /// tree does not see into. ``DirectoryChange/path`` is that directory. Nothing was lost
+        /// from the kernel's queue (that is ``overflow``), but what happens in that directory is
+        /// not reported until the cause goes: the watcher goes on watching the rest, and tries
+        /// the directory again where it can (a subdirectory whose permissions change, the next
+        /// rescan). Never excluded, never folded into another change.
+        case failed
         /// A file or directory was opened (`IN_OPEN`). Reported only when selected with
         /// ``DirectoryWatcher/Events/opened``. With the watched directory's own path, the
         /// directory itself was opened (listed, for one).
@@ -86,10 +95,9 @@ public struct DirectoryChange: Hashable, Sendable, CustomStringConvertible {
     /// directories with a fresh listing of the ones that had changed. Such changes come in one
     /// batch, the first after resuming. See <doc:StartingStoppingAndPausing>.
     public var whilePaused: Bool
-    /// For an ``Kind/overflow`` notice that follows a failed rescan: why the directory could not
-    /// be listed again (permission taken away, out of descriptors). The changes the kernel
-    /// dropped are then unknown; the next overflow's rescan reports them, or list the directory
-    /// yourself. Nil otherwise.
+    /// For a ``Kind/failed`` change: why its directory could not be watched or listed
+    /// (permission denied, out of descriptors, the watch limit), with the directory's path
+    /// (``DirectoryWatcherError/path``). Nil for every other kind.
     public var error: DirectoryWatcherError? {
         get { extra?.error }
         set { setExtra(error: newValue, droppedChanges: droppedChanges) }
@@ -129,7 +137,7 @@ public struct DirectoryChange: Hashable, Sendable, CustomStringConvertible {
         let suffix = isDirectory ? "/" : ""
         var origin = whilePaused ? " (while paused)" : foundByRescan ? " (found by rescan)" : ""
         if let droppedChanges { origin += " (\(droppedChanges) changes dropped)" }
-        if let error { origin += " (rescan failed: \(error.reason))" }
+        if let error { origin += ": \(error.reason)" }
         if let oldPath { return "\(kind.rawValue) \(oldPath)\(suffix) -> \(path)\(suffix)\(origin)" }
         return "\(kind.rawValue) \(path)\(suffix)\(origin)"
     }

@@ -30,7 +30,7 @@ struct Exclusions: Sendable {
     /// watch's own end or a notice of lost changes.
     func excludes(_ change: DirectoryChange, under root: FileSystemPath) -> Bool {
         switch change.kind {
-        case .rootRemoved, .rootMoved, .overflow: return false
+        case .rootRemoved, .rootMoved, .overflow, .failed: return false
         default: break
         }
         guard excludes(change.path, under: root) else { return false }

@@ -129,7 +129,7 @@ extension Router {
             detail:
                 "a mount made inside the tree, which one mark of \(subscription.root)'s file system does not see into:"
                 + " nothing in it is reported until it is taken away")
-        return DirectoryChange(kind: .overflow, path: point, isDirectory: true, error: error)
+        return DirectoryChange(kind: .failed, path: point, isDirectory: true, error: error)
     }
 
     /// The node of the directory at `path` in `tree`, when the tree has one.

@@ -65,7 +65,7 @@ extension Router {
                     forget(below: path, in: &state.listings, including: true)
                 } else {
                     let failure = DirectoryWatcherError(error, path: path.description)
-                    changes.append(DirectoryChange(kind: .overflow, path: path, isDirectory: true, error: failure))
+                    changes.append(DirectoryChange(kind: .failed, path: path, isDirectory: true, error: failure))
                 }
                 continue
             }

@@ -35,7 +35,7 @@ extension Router {
     /// asked for the notice alone); a catching-up watcher is told from what it knew when its
     /// backlog overflowed. A directory that can no longer be listed is reported: a watcher's own
     /// directory as removed when its path names nothing (its own events were among those lost),
-    /// else with a second notice that carries the error; a tree's directory gone from its path is
+    /// else with a `failed` change that names it and carries the error; a tree's directory gone from its path is
     /// listed again once the others have been, since its parent's listing may have moved it.
     ///
     /// `takingCatchUps`: the directories are every one of the catching-up watchers' whose
@@ -241,18 +241,22 @@ extension Router {
 
     private func rescanFailed(_ error: SyscallError, watches: [WatchTable<Subscription>.Watch]) {
         for watch in watches where !watch.subscriber.loop.isEnded {
-            collect(failureNotice(error, for: watch.subscriber), for: watch.subscriber)
+            collect(failureNotice(error, for: watch.subscriber, at: watch.directory), for: watch.subscriber)
         }
     }
 
-    /// What a watcher is told when its directory could not be listed again: removed when its
-    /// path names nothing, else a notice that carries the error.
-    func failureNotice(_ error: SyscallError, for subscription: Subscription) -> DirectoryChange {
+    /// What a watcher is told when a directory of its (its own, or `directory` below it) could
+    /// not be listed again: its own gone (its path names nothing) is its end; anything else is
+    /// a ``DirectoryChange/Kind/failed`` change that names the directory and the cause.
+    func failureNotice(
+        _ error: SyscallError, for subscription: Subscription, at directory: FileSystemPath? = nil
+    ) -> DirectoryChange {
         let root = subscription.root
-        if error.errno == ENOENT || error.errno == ENOTDIR {
+        let path = directory ?? root
+        if path == root && (error.errno == ENOENT || error.errno == ENOTDIR) {
             return DirectoryChange(kind: .rootRemoved, path: root, isDirectory: true, foundByRescan: true)
         }
-        let failure = DirectoryWatcherError(error, path: root.description)
-        return DirectoryChange(kind: .overflow, path: root, isDirectory: true, error: failure)
+        let failure = DirectoryWatcherError(error, path: path.description)
+        return DirectoryChange(kind: .failed, path: path, isDirectory: true, error: failure)
     }
 }

@@ -217,7 +217,7 @@ extension Router {
         }
         collect(
             DirectoryChange(
-                kind: .overflow, path: path, isDirectory: true,
+                kind: .failed, path: path, isDirectory: true,
                 error: DirectoryWatcherError(error, path: path.description)), for: subscription)
     }
 
@@ -241,7 +241,7 @@ extension Router {
                 + (limit ?? "the limit could not be read") + ", shared by every program of the user"
             collect(
                 DirectoryChange(
-                    kind: .overflow, path: unwatched.first, isDirectory: true,
+                    kind: .failed, path: unwatched.first, isDirectory: true,
                     error: DirectoryWatcherError(unwatched.error, path: unwatched.first.description, detail: detail)),
                 for: subscription)
         }

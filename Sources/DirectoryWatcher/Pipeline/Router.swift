@@ -385,10 +385,8 @@ final class Router {
         if subscription.loop.pause != nil, !ChangeTranslation.endsWatch(change) {
             // Paused: resuming lists the directories instead. A notice that a listing will not
             // repeat (a watch that could not be added, a listing that failed) is kept for then.
-            if change.kind == .overflow {
-                subscription.loop.pause?.lostEvents = true
-                if change.error != nil { subscription.loop.pause?.owed.append(change) }
-            }
+            if change.kind == .overflow { subscription.loop.pause?.lostEvents = true }
+            if change.kind == .failed { subscription.loop.pause?.owed.append(change) }
             return
         }
         if let exclusions = subscription.exclusions, exclusions.excludes(change, under: subscription.root) { return }

@@ -66,7 +66,7 @@ struct SettledBatch {
     /// Folds one change in.
     mutating func add(_ change: DirectoryChange) {
         switch change.kind {
-        case .overflow:
+        case .overflow, .failed:
             notices.append(change)
         case .rootRemoved:
             // Everything below the root went with it.

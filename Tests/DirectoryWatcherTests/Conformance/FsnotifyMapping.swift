@@ -32,7 +32,7 @@ enum FsnotifyMapping {
     ///   - isWatched: Whether the script's `Watcher` watches a path (fsnotify's one rule across
     ///     the watches of a `Watcher`: a watched path's own removal is printed once, by its
     ///     parent's watch, when the parent is watched too).
-    /// - Returns: nil for a change fsnotify reports on its error channel (an overflow).
+    /// - Returns: nil for a change fsnotify reports on its error channel (an overflow, a failure).
     static func events(
         for change: DirectoryChange, by watch: Watch, relative: (FileSystemPath) -> String,
         isWatched: (String) -> Bool
@@ -79,7 +79,7 @@ enum FsnotifyMapping {
         case .rootMoved:
             if watch.isFile { return [] }
             return [FsnotifyEvent("rename", path)]
-        case .overflow:
+        case .overflow, .failed:
             return nil
         case .opened:
             return [FsnotifyEvent("open", path)]
