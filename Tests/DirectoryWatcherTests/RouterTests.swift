@@ -42,11 +42,11 @@ final class RouterTests: XCTestCase {
     private func subscribe(
         _ root: FileSystemPath, events: DirectoryWatcher.Events = DirectoryWatcher.Options().events,
         entry: WatchedEntry? = nil, keepsSnapshot: Bool = false
-    ) throws -> (Subscription, BatchRecorder) {
+    ) throws -> (Subscription, ChangeRecorder) {
         let subscription = Subscription(
             root: root, mask: events.inotifyMask, entry: entry, target: .mailbox(Mailbox(mayBlock: true)),
             keepsSnapshot: keepsSnapshot)
-        let recorder = BatchRecorder()
+        let recorder = ChangeRecorder()
         subscription.receiver = recorder
         if let failure = router.subscribe(subscription) { throw failure }
         return (subscription, recorder)
@@ -202,11 +202,11 @@ final class RouterTests: XCTestCase {
 
     /// A consumer of `/d` with room for one change (an async sequence's buffer), given two files
     /// at once: it has the first, and owes a catch-up. Also returns how to make a creation event.
-    private func consumerBehindByOne() throws -> (Subscription, BatchRecorder, (String) -> InotifyEvent) {
+    private func consumerBehindByOne() throws -> (Subscription, ChangeRecorder, (String) -> InotifyEvent) {
         let subscription = Subscription(
             root: "/d", mask: DirectoryWatcher.Options().events.inotifyMask, target: .mailbox(Mailbox(mayBlock: true)),
             keepsSnapshot: true, limit: 1, strictLimit: true, acknowledgesLater: true)
-        let d = BatchRecorder()
+        let d = ChangeRecorder()
         subscription.receiver = d
         if let failure = router.subscribe(subscription) { throw failure }
         let descriptor = wd("/d")
@@ -356,11 +356,11 @@ final class RouterTests: XCTestCase {
     }
 
     /// Subscribes a watcher that keeps snapshots, leaving the first listing to the test.
-    private func subscribeDeferring(_ root: String) throws -> (Router.ListingRequest, BatchRecorder) {
+    private func subscribeDeferring(_ root: String) throws -> (Router.ListingRequest, ChangeRecorder) {
         let subscription = Subscription(
             root: FileSystemPath(root), mask: DirectoryWatcher.Options().events.inotifyMask,
             target: .mailbox(Mailbox(mayBlock: true)), keepsSnapshot: true)
-        let recorder = BatchRecorder()
+        let recorder = ChangeRecorder()
         subscription.receiver = recorder
         let request = try XCTUnwrap(try router.subscribeDeferringListing(subscription).get())
         XCTAssertEqual(listed, [], "the loop lists nothing itself")
@@ -438,30 +438,5 @@ final class RouterTests: XCTestCase {
         router.tearDown()
         deliver()
         XCTAssertEqual(completed.get(), 2)
-    }
-}
-
-/// Records what a subscription delivers, as a watcher would receive it.
-private final class BatchRecorder: ChangeReceiver, @unchecked Sendable {
-    private let lock = NSLock()
-    private var received: [[DirectoryChange]] = []
-    private var gone = 0
-    var onBatch: (@Sendable () -> Void)?
-
-    var batches: [[DirectoryChange]] { lock.withLock { received } }
-    var rootsGone: Int { lock.withLock { gone } }
-
-    func receive(_ changes: [DirectoryChange], through gate: DeliveryGate) {
-        lock.withLock { received.append(changes) }
-        onBatch?()
-    }
-
-    func resumed(with changes: [DirectoryChange], through gate: DeliveryGate) {
-        lock.withLock { received.append(changes) }
-        onBatch?()
-    }
-
-    func rootWentAway(_ subscription: Subscription) {
-        lock.withLock { gone += 1 }
     }
 }

@@ -22,7 +22,12 @@ struct TreeModel {
 
     /// What differs from the disk, with the changes that did not apply: nil when nothing.
     func differences(_ problems: [String] = []) -> String? {
-        let onDisk = Self.walk(root)
+        differences(from: Self.walk(root), problems)
+    }
+
+    /// What differs from `onDisk` (relative path to whether the entry is a directory), with the
+    /// changes that did not apply: nil when nothing.
+    func differences(from onDisk: [String: Bool], _ problems: [String] = []) -> String? {
         let missing = onDisk.keys.filter { entries[$0] == nil }.sorted()
         let extra = entries.keys.filter { onDisk[$0] == nil }.sorted()
         let wrongType = onDisk.keys.filter { entries[$0] != nil && entries[$0] != onDisk[$0] }.sorted()

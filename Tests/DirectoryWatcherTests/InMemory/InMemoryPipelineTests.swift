@@ -1,0 +1,209 @@
+import XCTest
+
+@testable import DirectoryWatcher
+
+/// The pipeline through the in-memory backend, with no kernel and no thread: overflow recovery,
+/// backlog catch-up, pause and resume, settling and barriers, each checked against what the
+/// file system holds at the end.
+final class InMemoryPipelineTests: XCTestCase {
+    private var loop: InMemoryLoop!
+
+    override func setUp() {
+        loop = InMemoryLoop()
+        loop.files.mkdirs("/d")
+    }
+
+    override func tearDown() {
+        XCTAssertEqual(loop.files.openDescriptors, 0, "every directory opened is closed")
+        loop = nil
+    }
+
+    private func found(_ kind: DirectoryChange.Kind, _ path: String, from old: String? = nil) -> DirectoryChange {
+        var change = DirectoryChange(kind, path, from: old)
+        change.foundByRescan = true
+        return change
+    }
+
+    /// The changes of a batch, the notices left out, in an order that does not depend on the
+    /// listing's.
+    private func sorted(_ changes: [DirectoryChange]) -> [String] {
+        changes.filter { $0.kind != .overflow }.map { "\($0.kind) \($0.path)" }.sorted()
+    }
+
+    // MARK: - Overflow recovery
+
+    func testAnOverflowIsFollowedByAnExactRescan() throws {
+        loop.files.create("/d/kept")
+        loop.files.create("/d/removed")
+        loop.files.create("/d/renamed")
+        let (subscription, recorder) = try loop.watch("/d")
+        loop.files.queueCapacity = 3
+        for index in 0..<10 { loop.files.create("/d/new\(index)") }
+        loop.files.remove("/d/removed")
+        loop.files.rename("/d/renamed", to: "/d/now")
+        loop.files.write("/d/kept")
+        loop.runUntilIdle()
+        XCTAssertFalse(subscription.loop.isEnded)
+        let notices = recorder.changes.filter { $0.kind == .overflow }
+        XCTAssertEqual(notices.map(\.path), ["/d"], "one notice")
+        // Three events were read before the overflow, the rest found by the rescan, each once.
+        let reported = Set(recorder.changes.map { "\($0.kind) \($0.path)" })
+        for index in 0..<10 { XCTAssertTrue(reported.contains("created /d/new\(index)"), "\(recorder.changes)") }
+        XCTAssertTrue(recorder.changes.contains(found(.removed, "/d/removed")), "\(recorder.changes)")
+        XCTAssertTrue(recorder.changes.contains(found(.renamed, "/d/now", from: "/d/renamed")), "\(recorder.changes)")
+        XCTAssertTrue(recorder.changes.contains(found(.modified, "/d/kept")), "\(recorder.changes)")
+        XCTAssertEqual(recorder.changes.count, reported.count, "nothing twice: \(recorder.changes)")
+    }
+
+    func testARescanThatFindsTheDirectoryGoneEndsTheWatch() throws {
+        let (subscription, recorder) = try loop.watch("/d")
+        loop.files.queueCapacity = 1
+        loop.files.create("/d/a")
+        loop.files.create("/d/b")
+        loop.files.remove("/d")
+        loop.runUntilIdle()
+        XCTAssertTrue(subscription.loop.isEnded)
+        XCTAssertEqual(recorder.rootsGone, 1)
+        XCTAssertEqual(recorder.changes.last?.kind, .rootRemoved)
+    }
+
+    // MARK: - Backlog catch-up
+
+    /// A consumer with room for one change (an async sequence's buffer) given five: it has the
+    /// first, and once it takes that, what it missed comes after one notice (what was kept,
+    /// then what a listing found since: here f3's removal).
+    func testABacklogThatOverflowsIsCaughtUpByAListing() throws {
+        let (subscription, recorder) = try loop.watch("/d", limit: 1, acknowledgesLater: true)
+        for index in 0..<5 { loop.files.create("/d/f\(index)") }
+        loop.run()
+        XCTAssertEqual(recorder.changes, [DirectoryChange(.created, "/d/f0")], "what fits")
+        loop.files.remove("/d/f3")
+        loop.run()
+        XCTAssertEqual(recorder.changes.count, 1, "still behind: nothing more")
+        subscription.acknowledge(1)
+        loop.router.backlogDrained(subscription)
+        loop.runUntilIdle()
+        let notice = try XCTUnwrap(recorder.changes.first { $0.kind == .overflow })
+        XCTAssertEqual(notice.path, "/d")
+        XCTAssertEqual(recorder.batches.count, 2, "what fitted, then the catch-up: \(recorder.batches)")
+        // Applied in order, what it was told is what the directory holds.
+        var model = TreeModel(root: "/d")
+        let problems = model.apply(recorder.changes, queueLost: true)
+        XCTAssertNil(model.differences(from: loop.files.tree("/d"), problems), "\(recorder.changes)")
+    }
+
+    // MARK: - Pause and resume
+
+    func testChangesWhilePausedComeInOneBatchOnResuming() throws {
+        loop.files.create("/d/stays")
+        loop.files.create("/d/goes")
+        let (subscription, recorder) = try loop.watch("/d")
+        loop.router.pause(subscription)
+        loop.files.create("/d/made")
+        loop.files.remove("/d/goes")
+        loop.files.create("/d/brief")
+        loop.files.remove("/d/brief")
+        loop.runUntilIdle()
+        XCTAssertEqual(recorder.batches, [], "nothing while paused")
+        loop.router.resume(subscription)
+        loop.runUntilIdle()
+        XCTAssertEqual(recorder.batches.count, 1)
+        XCTAssertEqual(sorted(recorder.changes), ["created /d/made", "removed /d/goes"])
+        XCTAssertTrue(recorder.changes.allSatisfy(\.whilePaused), "\(recorder.changes)")
+        loop.files.create("/d/after")
+        loop.runUntilIdle()
+        XCTAssertEqual(recorder.batches.last, [DirectoryChange(.created, "/d/after")], "as they come again")
+    }
+
+    func testAResumeWithNothingChangedHandsOverAnEmptyBatchWithoutListing() throws {
+        let (subscription, recorder) = try loop.watch("/d")
+        loop.router.pause(subscription)
+        loop.router.resume(subscription)
+        loop.runUntilIdle()
+        XCTAssertEqual(recorder.batches, [[]])
+    }
+
+    func testAPausedTreeFindsWhatChangedInItsSubdirectories() throws {
+        loop.files.mkdirs("/d/a/b")
+        let (subscription, recorder) = try loop.watch("/d", options: DirectoryWatcher.Options(recursive: true))
+        loop.router.pause(subscription)
+        loop.files.create("/d/a/b/f")
+        loop.files.mkdir("/d/c")
+        loop.runUntilIdle()
+        loop.router.resume(subscription)
+        loop.runUntilIdle()
+        XCTAssertEqual(sorted(recorder.changes), ["created /d/a/b/f", "created /d/c"])
+        loop.files.create("/d/c/g")
+        loop.runUntilIdle()
+        XCTAssertEqual(recorder.changes.last, DirectoryChange(.created, "/d/c/g"), "the new directory is watched")
+    }
+
+    // MARK: - Settling
+
+    private var settled: DirectoryWatcher.Options {
+        DirectoryWatcher.Options(settling: DirectoryWatcher.Settling(quietPeriod: .milliseconds(50)))
+    }
+
+    func testASettledBatchWaitsForTheWriterToCloseAndTheQuietPeriod() throws {
+        let (_, recorder) = try loop.watch("/d", options: settled)
+        loop.files.create("/d/f")
+        loop.files.beginWriting("/d/f")
+        loop.run()
+        loop.advance(by: 60_000_000)
+        XCTAssertEqual(recorder.batches, [], "the writer is still busy")
+        loop.files.endWriting("/d/f")
+        loop.run()
+        loop.advance(by: 40_000_000)
+        XCTAssertEqual(recorder.batches, [], "quiet for less than the quiet period")
+        loop.advance(by: 10_000_000)
+        XCTAssertEqual(recorder.batches, [[DirectoryChange(.created, "/d/f")]], "one change: made and written")
+    }
+
+    func testASettledBatchGoesAtTheMaximumWaitWhateverTheWriterDoes() throws {
+        let options = DirectoryWatcher.Options(
+            settling: DirectoryWatcher.Settling(quietPeriod: .milliseconds(50), maximumWait: .milliseconds(200)))
+        let (_, recorder) = try loop.watch("/d", options: options)
+        loop.files.create("/d/log")
+        loop.files.beginWriting("/d/log")
+        loop.run()
+        for _ in 0..<3 {
+            loop.advance(by: 60_000_000)
+            loop.files.beginWriting("/d/log")
+            loop.run()
+        }
+        XCTAssertEqual(recorder.batches, [])
+        loop.advance(by: 20_000_000)
+        XCTAssertEqual(recorder.batches.count, 1, "due 200 ms after the first change")
+    }
+
+    // MARK: - Barriers
+
+    func testABarrierCompletesAfterTheChangesMadeBeforeIt() throws {
+        let (subscription, recorder) = try loop.watch("/d")
+        loop.files.create("/d/a")
+        let done = loop.barrier(subscription)
+        XCTAssertFalse(done.get(), "its event is queued after a's")
+        loop.run()
+        XCTAssertTrue(done.get())
+        XCTAssertEqual(recorder.changes, [DirectoryChange(.created, "/d/a")])
+    }
+
+    func testABarrierDuringAnOverflowWaitsForTheRescan() throws {
+        let (subscription, recorder) = try loop.watch("/d")
+        loop.files.queueCapacity = 2
+        for index in 0..<6 { loop.files.create("/d/f\(index)") }
+        let done = loop.barrier(subscription)
+        loop.files.queueCapacity = 16_384
+        loop.runUntilIdle()
+        XCTAssertTrue(done.get())
+        XCTAssertEqual(sorted(recorder.changes), (0..<6).map { "created /d/f\($0)" })
+    }
+
+    func testABarrierOfAPausedWatcherCompletes() throws {
+        let (subscription, _) = try loop.watch("/d")
+        loop.router.pause(subscription)
+        let done = loop.barrier(subscription)
+        loop.runUntilIdle()
+        XCTAssertTrue(done.get())
+    }
+}
