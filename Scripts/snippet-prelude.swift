@@ -16,6 +16,7 @@ public func swap(_ path: FileSystemPath, _ other: FileSystemPath) {}
 public func refresh(_ path: FileSystemPath) {}
 public func relistEverything() {}
 public func showFolderGone() {}
+public func report(_ error: DirectoryWatcherError) {}
 
 // Values a snippet has at hand.
 public let documents = "/srv/documents"

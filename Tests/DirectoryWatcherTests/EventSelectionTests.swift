@@ -23,7 +23,7 @@ final class EventSelectionTests: WatchedDirectoryTestCase {
 
     func testDefaultsAreTheDirectoryWatchOfBefore() {
         XCTAssertEqual(DirectoryWatcher.Options().events, .default)
-        XCTAssertEqual(DirectoryWatcher.Events.default.inotifyMask, InotifyMask.directoryWatch)
+        XCTAssertEqual(DirectoryWatcher.Events.default.eventMask, EventMask.directoryWatch)
         XCTAssertTrue(DirectoryWatcher.Events.all.isSuperset(of: [.opened, .accessed, .writerClosed, .readerClosed]))
     }
 

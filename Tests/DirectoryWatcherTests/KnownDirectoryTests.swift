@@ -21,8 +21,8 @@ final class KnownDirectoryTests: XCTestCase {
         return Snapshot.Entry(status)
     }
 
-    private func event(_ mask: UInt32, _ name: String) -> InotifyEvent {
-        InotifyEvent(wd: 1, mask: mask, name: Array(name.utf8))
+    private func event(_ mask: UInt32, _ name: String) -> BackendEvent {
+        BackendEvent(wd: 1, mask: mask, name: Array(name.utf8))
     }
 
     private func snapshot(_ entries: [String: Snapshot.Entry]) -> Snapshot {
@@ -52,7 +52,7 @@ final class KnownDirectoryTests: XCTestCase {
 
     func testACreatedFileWhoseInodeWasLearntIsFollowedToItsNewName() {
         let directory = KnownDirectory(Snapshot())
-        XCTAssertTrue(directory.apply(event(InotifyMask.create, "a"), at: time(100)))
+        XCTAssertTrue(directory.apply(event(EventMask.create, "a"), at: time(100)))
         XCTAssertTrue(directory.lacksInodes, "an event created it: its inode is not on record")
         learn(directory, [("a", 42)], listedAfter: time(101))
         XCTAssertFalse(directory.lacksInodes)
@@ -63,7 +63,7 @@ final class KnownDirectoryTests: XCTestCase {
 
     func testWithoutItsInodeARenamedFileIsARemovalAndACreation() {
         let directory = KnownDirectory(Snapshot())
-        _ = directory.apply(event(InotifyMask.create, "a"), at: time(100))
+        _ = directory.apply(event(EventMask.create, "a"), at: time(100))
         let now = snapshot(["b": file(inode: 42, born: 100)])
         XCTAssertEqual(summary(directory.differences(to: now)), ["removed a", "created b"])
     }
@@ -71,7 +71,7 @@ final class KnownDirectoryTests: XCTestCase {
     func testAFileBornAfterTheListingIsNotTakenForTheOneListed() {
         // The inode was freed and given to a new file after the names were listed.
         let directory = KnownDirectory(Snapshot())
-        _ = directory.apply(event(InotifyMask.create, "a"), at: time(100))
+        _ = directory.apply(event(EventMask.create, "a"), at: time(100))
         learn(directory, [("a", 42)], listedAfter: time(101))
         let now = snapshot(["b": file(inode: 42, born: 150)])
         XCTAssertEqual(summary(directory.differences(to: now)), ["removed a", "created b"])
@@ -79,7 +79,7 @@ final class KnownDirectoryTests: XCTestCase {
 
     func testAFileThatMayBeBornInTheListingsTickIsListedAgainBeforeItIsVouchedFor() {
         let directory = KnownDirectory(Snapshot())
-        _ = directory.apply(event(InotifyMask.create, "a"), at: time(101))
+        _ = directory.apply(event(EventMask.create, "a"), at: time(101))
         let listed: [(String, UInt64)] = [("a", 42)]
         learn(directory, listed, listedAfter: time(101))
         XCTAssertTrue(directory.lacksInodes, "its event was read in the tick the listing began in")
@@ -95,7 +95,7 @@ final class KnownDirectoryTests: XCTestCase {
 
     func testAListedFileKeepsItsInodeWhenWritten() {
         let directory = KnownDirectory(snapshot(["a": file(inode: 7, born: 10)]))
-        XCTAssertTrue(directory.apply(event(InotifyMask.modify, "a"), at: time(100)))
+        XCTAssertTrue(directory.apply(event(EventMask.modify, "a"), at: time(100)))
         XCTAssertFalse(directory.lacksInodes, "its inode came with the listing")
         let now = snapshot(["b": file(inode: 7, born: 10, modified: 200, size: 9)])
         XCTAssertEqual(summary(directory.differences(to: now)), ["renamed a -> b", "modified b"])
@@ -104,7 +104,7 @@ final class KnownDirectoryTests: XCTestCase {
     func testAFileReplacedUnderItsNameIsRemovedAndCreated() {
         // a's inode is known; the name now holds another file (saved atomically, say).
         let directory = KnownDirectory(snapshot(["a": file(inode: 7, born: 10)]))
-        _ = directory.apply(event(InotifyMask.modify, "a"), at: time(100))
+        _ = directory.apply(event(EventMask.modify, "a"), at: time(100))
         let now = snapshot(["a": file(inode: 8, born: 150)])
         XCTAssertEqual(summary(directory.differences(to: now)), ["removed a", "created a"])
     }
@@ -126,11 +126,11 @@ final class KnownDirectoryTests: XCTestCase {
         let directory = KnownDirectory(
             listing: [(Array("a".utf8), 7, false), (Array("d".utf8), 8, true)], listedAfter: time(10), at: time(11))
         XCTAssertEqual(directory.listedInode(Array("a".utf8)[...]), 7)
-        _ = directory.apply(event(InotifyMask.attributes, "a"), at: time(12))
+        _ = directory.apply(event(EventMask.attributes, "a"), at: time(12))
         directory.renamed(from: Array("d".utf8)[...], to: Array("e".utf8)[...], isDirectory: true, at: time(12))
         XCTAssertEqual(directory.listedInode(Array("a".utf8)[...]), 7)
         XCTAssertEqual(directory.listedInode(Array("e".utf8)[...]), 8)
-        XCTAssertTrue(directory.apply(event(InotifyMask.create, "b"), at: time(12)))
+        XCTAssertTrue(directory.apply(event(EventMask.create, "b"), at: time(12)))
         learn(directory, [("a", 7), ("b", 9), ("e", 8)], listedAfter: time(20))
         XCTAssertNil(directory.listedInode(Array("b".utf8)[...]))
         XCTAssertNil(directory.listedInode(Array("c".utf8)[...]))
@@ -138,8 +138,8 @@ final class KnownDirectoryTests: XCTestCase {
 
     func testTheKernelsCreationOfANameARescanReportedIsNotNews() {
         let directory = KnownDirectory(snapshot(["a": file(inode: 7, born: 10)]))
-        XCTAssertFalse(directory.apply(event(InotifyMask.create, "a"), at: time(100)))
+        XCTAssertFalse(directory.apply(event(EventMask.create, "a"), at: time(100)))
         XCTAssertFalse(directory.lacksInodes)
-        XCTAssertFalse(directory.apply(event(InotifyMask.delete, "gone"), at: time(100)))
+        XCTAssertFalse(directory.apply(event(EventMask.delete, "gone"), at: time(100)))
     }
 }

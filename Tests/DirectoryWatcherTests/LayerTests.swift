@@ -5,14 +5,19 @@ import XCTest
 /// Architecture.md's table lists the same order; this test keeps the two true of each other.
 final class LayerTests: XCTestCase {
     /// Bottom to top: a folder may use the types of the folders before it, never of those after.
-    static let order = ["Support", "Model", "Syscalls", "WatchTable", "Backends", "Pipeline", "EventLoop", "FrontEnds"]
+    static let order = ["Support", "Model", "Syscalls", "Backends", "WatchTable", "Pipeline", "EventLoop", "FrontEnds"]
 
-    private static let sources = URL(fileURLWithPath: #filePath)
+    /// The backends whose types the router still names: their routing is still the router's
+    /// (`Router+Fanotify`, `Router+Polling`), not behind ``DirectoryWatchBackend`` yet. Every other
+    /// backend's folder it must not name, nor the watch table.
+    static let backendsStillInTheRouter: Set<String> = ["Fanotify", "Polling"]
+
+    private static let sourcesFolder = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("Sources/DirectoryWatcher")
 
     func testEveryFolderIsALayer() throws {
-        let folders = try FileManager.default.contentsOfDirectory(atPath: Self.sources.path).sorted()
+        let folders = try FileManager.default.contentsOfDirectory(atPath: Self.sourcesFolder.path).sorted()
         XCTAssertEqual(folders, Self.order.sorted(), "a new folder needs its place in `order` and in Architecture.md")
     }
 
@@ -28,12 +33,34 @@ final class LayerTests: XCTestCase {
         }
     }
 
-    /// The folder's Swift code without comments and string literals.
-    private static func code(of folder: String) throws -> String {
-        let directory = sources.appendingPathComponent(folder)
-        let files = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter {
-            $0.hasSuffix(".swift")
+    /// Each backend is a folder of `Backends/`, and the router and the watch table name none of
+    /// their types (they reach a backend through ``DirectoryWatchBackend`` and ``BackendEvent``).
+    func testTheRouterAndTheWatchTableNameNoBackend() throws {
+        let backends = Self.sourcesFolder.appendingPathComponent("Backends")
+        let folders = try FileManager.default.contentsOfDirectory(atPath: backends.path).filter {
+            !$0.hasSuffix(".swift")
         }
+        XCTAssertEqual(
+            Set(folders), ["Inotify", "Fanotify", "Polling"], "a new backend needs its row in Architecture.md")
+        for backend in folders {
+            let declared = Self.topLevelTypes(in: try Self.code(of: "Backends/" + backend))
+            XCTAssertFalse(declared.isEmpty, backend)
+            var users = ["WatchTable"]
+            if !Self.backendsStillInTheRouter.contains(backend) { users.append("Pipeline") }
+            for user in users {
+                let text = try Self.code(of: user)
+                for name in declared where text.range(of: "\\b\(name)\\b", options: .regularExpression) != nil {
+                    XCTFail("\(user) names \(name) of the \(backend) backend")
+                }
+            }
+        }
+    }
+
+    /// The folder's Swift code, its subfolders' with it, without comments and string literals.
+    private static func code(of folder: String) throws -> String {
+        let directory = sourcesFolder.appendingPathComponent(folder)
+        guard let walk = FileManager.default.enumerator(atPath: directory.path) else { return "" }
+        let files = walk.compactMap { $0 as? String }.filter { $0.hasSuffix(".swift") }
         return try files.map { file in
             let text = try String(contentsOf: directory.appendingPathComponent(file), encoding: .utf8)
             return text.replacingOccurrences(of: "//[^\n]*", with: "", options: .regularExpression)

@@ -5,14 +5,14 @@ import XCTest
 /// Move pairing on a clock driven by hand: no sleeps, every deadline exact.
 final class MovePairingTests: XCTestCase {
     private let window: UInt64 = 1_000
-    private func from(_ cookie: UInt32, _ name: String, wd: Int32 = 1) -> InotifyEvent {
-        InotifyEvent(wd: wd, mask: InotifyMask.movedFrom, cookie: cookie, name: Array(name.utf8))
+    private func from(_ cookie: UInt32, _ name: String, wd: Int32 = 1) -> BackendEvent {
+        BackendEvent(wd: wd, mask: EventMask.movedFrom, cookie: cookie, name: Array(name.utf8))
     }
-    private func to(_ cookie: UInt32, _ name: String, wd: Int32 = 1) -> InotifyEvent {
-        InotifyEvent(wd: wd, mask: InotifyMask.movedTo, cookie: cookie, name: Array(name.utf8))
+    private func to(_ cookie: UInt32, _ name: String, wd: Int32 = 1) -> BackendEvent {
+        BackendEvent(wd: wd, mask: EventMask.movedTo, cookie: cookie, name: Array(name.utf8))
     }
-    private func create(_ name: String) -> InotifyEvent {
-        InotifyEvent(wd: 1, mask: InotifyMask.create, name: Array(name.utf8))
+    private func create(_ name: String) -> BackendEvent {
+        BackendEvent(wd: 1, mask: EventMask.create, name: Array(name.utf8))
     }
 
     func testPlainEventsPassStraightThrough() {

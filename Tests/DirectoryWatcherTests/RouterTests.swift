@@ -27,7 +27,8 @@ final class RouterTests: XCTestCase {
         namesListed = []
         listed = []
         router = Router(
-            table: WatchTable(inotifyFD: 99, system: kernel.system), pairingWindow: window, barrierWD: barrierWD,
+            table: WatchTable(backend: InotifyBackend(fd: 99, system: kernel.system), system: kernel.system),
+            pairingWindow: window, barrierWD: barrierWD,
             writeBarrierFile: { [unowned self] () throws(SyscallError) in barrierWrites += 1 },
             listDirectory: { [unowned self] (path) throws(SyscallError) in
                 listed.append(path.description)
@@ -44,7 +45,7 @@ final class RouterTests: XCTestCase {
         entry: WatchedEntry? = nil, keepsSnapshot: Bool = false
     ) throws -> (Subscription, ChangeRecorder) {
         let subscription = Subscription(
-            root: root, mask: events.inotifyMask, entry: entry, target: .mailbox(Mailbox(mayBlock: true)),
+            root: root, mask: events.eventMask, entry: entry, target: .mailbox(Mailbox(mayBlock: true)),
             keepsSnapshot: keepsSnapshot)
         let recorder = ChangeRecorder()
         subscription.receiver = recorder
@@ -55,7 +56,7 @@ final class RouterTests: XCTestCase {
     private func wd(_ path: String) -> Int32 { kernel.descriptors.get()[path]! }
 
     /// Feeds events read in one wake-up, then ends the wake-up as the loop does.
-    private func read(_ events: [InotifyEvent], now: UInt64 = 0, drained: Bool = true) {
+    private func read(_ events: [BackendEvent], now: UInt64 = 0, drained: Bool = true) {
         for event in events { router.receive(event, now: now) }
         router.expire(now: now)
         router.finishWakeUp(queueDrained: drained)
@@ -70,7 +71,7 @@ final class RouterTests: XCTestCase {
     func testEventsReachOnlyTheWatchersOfTheirDirectory() throws {
         let (_, d) = try subscribe("/d")
         let (_, e) = try subscribe("/e")
-        read([InotifyEvent(wd: wd("/d"), mask: InotifyMask.create, name: Array("a".utf8))])
+        read([BackendEvent(wd: wd("/d"), mask: EventMask.create, name: Array("a".utf8))])
         XCTAssertEqual(d.batches, [[DirectoryChange(.created, "/d/a")]])
         XCTAssertEqual(e.batches, [])
     }
@@ -78,9 +79,9 @@ final class RouterTests: XCTestCase {
     func testOneWakeUpIsOneBatchPerWatcher() throws {
         let (_, d) = try subscribe("/d")
         read([
-            InotifyEvent(wd: wd("/d"), mask: InotifyMask.create, name: Array("a".utf8)),
-            InotifyEvent(wd: wd("/d"), mask: InotifyMask.modify, name: Array("a".utf8)),
-            InotifyEvent(wd: wd("/d"), mask: InotifyMask.modify, name: Array("a".utf8)),
+            BackendEvent(wd: wd("/d"), mask: EventMask.create, name: Array("a".utf8)),
+            BackendEvent(wd: wd("/d"), mask: EventMask.modify, name: Array("a".utf8)),
+            BackendEvent(wd: wd("/d"), mask: EventMask.modify, name: Array("a".utf8)),
         ])
         // Repeated writes to one file fold into one change.
         XCTAssertEqual(d.batches, [[DirectoryChange(.created, "/d/a"), DirectoryChange(.modified, "/d/a")]])
@@ -89,8 +90,8 @@ final class RouterTests: XCTestCase {
     func testRenameWithinAWatcherIsOneChange() throws {
         let (_, d) = try subscribe("/d")
         read([
-            InotifyEvent(wd: wd("/d"), mask: InotifyMask.movedFrom, cookie: 7, name: Array("a".utf8)),
-            InotifyEvent(wd: wd("/d"), mask: InotifyMask.movedTo, cookie: 7, name: Array("b".utf8)),
+            BackendEvent(wd: wd("/d"), mask: EventMask.movedFrom, cookie: 7, name: Array("a".utf8)),
+            BackendEvent(wd: wd("/d"), mask: EventMask.movedTo, cookie: 7, name: Array("b".utf8)),
         ])
         XCTAssertEqual(d.batches, [[DirectoryChange(.renamed, "/d/b", from: "/d/a")]])
     }
@@ -99,8 +100,8 @@ final class RouterTests: XCTestCase {
         let (_, d) = try subscribe("/d")
         let (_, e) = try subscribe("/e")
         read([
-            InotifyEvent(wd: wd("/d"), mask: InotifyMask.movedFrom, cookie: 9, name: Array("a".utf8)),
-            InotifyEvent(wd: wd("/e"), mask: InotifyMask.movedTo, cookie: 9, name: Array("b".utf8)),
+            BackendEvent(wd: wd("/d"), mask: EventMask.movedFrom, cookie: 9, name: Array("a".utf8)),
+            BackendEvent(wd: wd("/e"), mask: EventMask.movedTo, cookie: 9, name: Array("b".utf8)),
         ])
         XCTAssertEqual(d.batches, [[DirectoryChange(.movedOut, "/d/a")]])
         XCTAssertEqual(e.batches, [[DirectoryChange(.movedIn, "/e/b", from: "/d/a")]])
@@ -108,7 +109,7 @@ final class RouterTests: XCTestCase {
 
     func testAMoveWhosePartnerNeverComesIsMovedOutAtTheDeadline() throws {
         let (_, d) = try subscribe("/d")
-        read([InotifyEvent(wd: wd("/d"), mask: InotifyMask.movedFrom, cookie: 3, name: Array("a".utf8))], now: 0)
+        read([BackendEvent(wd: wd("/d"), mask: EventMask.movedFrom, cookie: 3, name: Array("a".utf8))], now: 0)
         XCTAssertEqual(d.batches, [], "held while its partner may still come")
         XCTAssertEqual(router.deadline, window)
         read([], now: window)
@@ -119,18 +120,18 @@ final class RouterTests: XCTestCase {
     func testRootRemovedEndsTheWatchAndReleasesItsKernelWatch() throws {
         let (subscription, d) = try subscribe("/d")
         let descriptor = wd("/d")
-        read([InotifyEvent(wd: descriptor, mask: InotifyMask.deleteSelf)])
+        read([BackendEvent(wd: descriptor, mask: EventMask.deleteSelf)])
         XCTAssertEqual(d.batches, [[DirectoryChange(.rootRemoved, "/d", directory: true)]])
         XCTAssertEqual(d.rootsGone, 1)
         XCTAssertTrue(subscription.loop.isEnded)
         XCTAssertEqual(kernel.calls.get().last, "rm \(descriptor)")
-        read([InotifyEvent(wd: descriptor, mask: InotifyMask.create, name: Array("late".utf8))])
+        read([BackendEvent(wd: descriptor, mask: EventMask.create, name: Array("late".utf8))])
         XCTAssertEqual(d.batches.count, 1, "nothing after the end")
     }
 
     func testAWatchTheKernelDroppedIsReportedAsRemoved() throws {
         let (_, d) = try subscribe("/d")
-        read([InotifyEvent(wd: wd("/d"), mask: InotifyMask.ignored)])
+        read([BackendEvent(wd: wd("/d"), mask: EventMask.ignored)])
         XCTAssertEqual(d.batches, [[DirectoryChange(.rootRemoved, "/d", directory: true)]])
     }
 
@@ -142,7 +143,7 @@ final class RouterTests: XCTestCase {
         router.requestBarrier(for: d) { order.update { $0.append("barrier") } }
         deliver()
         XCTAssertEqual(barrierWrites, 1)
-        read([InotifyEvent(wd: -1, mask: InotifyMask.queueOverflow)], drained: false)
+        read([BackendEvent(wd: -1, mask: EventMask.queueOverflow)], drained: false)
         XCTAssertEqual(dRecorder.batches, [[DirectoryChange(.overflow, "/d", directory: true)]])
         XCTAssertEqual(eRecorder.batches, [[DirectoryChange(.overflow, "/e", directory: true)]])
         XCTAssertEqual(order.get(), ["batch"], "the barrier waits for the queue to drain and the rescan")
@@ -162,7 +163,7 @@ final class RouterTests: XCTestCase {
         let (_, exact) = try subscribe("/d", keepsSnapshot: true)
         let (_, noticeOnly) = try subscribe("/d")
         listings["/d"] = .success(Snapshot(entries: [Array("new".utf8): entry(inode: 5)]))
-        read([InotifyEvent(wd: -1, mask: InotifyMask.queueOverflow)])
+        read([BackendEvent(wd: -1, mask: EventMask.queueOverflow)])
         var found = DirectoryChange(.created, "/d/new")
         found.foundByRescan = true
         XCTAssertEqual(exact.batches, [[DirectoryChange(.overflow, "/d", directory: true), found]])
@@ -172,7 +173,7 @@ final class RouterTests: XCTestCase {
     func testARescanThatCannotListTheDirectorySaysWhyInAFailedChange() throws {
         let (subscription, d) = try subscribe("/d", keepsSnapshot: true)
         listings["/d"] = .failure(SyscallError(function: "open", errno: EACCES))
-        read([InotifyEvent(wd: -1, mask: InotifyMask.queueOverflow)])
+        read([BackendEvent(wd: -1, mask: EventMask.queueOverflow)])
         let batch = try XCTUnwrap(d.batches.first)
         XCTAssertEqual(batch.map(\.kind), [.overflow, .failed])
         XCTAssertNil(batch[0].error)
@@ -183,7 +184,7 @@ final class RouterTests: XCTestCase {
         XCTAssertFalse(subscription.loop.isEnded, "still watching: a later overflow's rescan may succeed")
         // It does: the directory is readable again, and the rescan reports what was missed.
         listings["/d"] = .success(Snapshot(entries: [Array("a".utf8): entry(inode: 7)]))
-        read([InotifyEvent(wd: -1, mask: InotifyMask.queueOverflow)])
+        read([BackendEvent(wd: -1, mask: EventMask.queueOverflow)])
         var found = DirectoryChange(.created, "/d/a")
         found.foundByRescan = true
         XCTAssertEqual(d.batches.last, [DirectoryChange(.overflow, "/d", directory: true), found])
@@ -192,7 +193,7 @@ final class RouterTests: XCTestCase {
     func testARescanThatFindsTheDirectoryGoneReportsItRemoved() throws {
         let (subscription, d) = try subscribe("/d", keepsSnapshot: true)
         listings["/d"] = .failure(SyscallError(function: "open", errno: ENOENT))
-        read([InotifyEvent(wd: -1, mask: InotifyMask.queueOverflow)])
+        read([BackendEvent(wd: -1, mask: EventMask.queueOverflow)])
         var removed = DirectoryChange(.rootRemoved, "/d", directory: true)
         removed.foundByRescan = true
         XCTAssertEqual(d.batches, [[DirectoryChange(.overflow, "/d", directory: true), removed]])
@@ -202,15 +203,15 @@ final class RouterTests: XCTestCase {
 
     /// A consumer of `/d` with room for one change (an async sequence's buffer), given two files
     /// at once: it has the first, and owes a catch-up. Also returns how to make a creation event.
-    private func consumerBehindByOne() throws -> (Subscription, ChangeRecorder, (String) -> InotifyEvent) {
+    private func consumerBehindByOne() throws -> (Subscription, ChangeRecorder, (String) -> BackendEvent) {
         let subscription = Subscription(
-            root: "/d", mask: DirectoryWatcher.Options().events.inotifyMask, target: .mailbox(Mailbox(mayBlock: true)),
+            root: "/d", mask: DirectoryWatcher.Options().events.eventMask, target: .mailbox(Mailbox(mayBlock: true)),
             keepsSnapshot: true, limit: 1, strictLimit: true, acknowledgesLater: true)
         let d = ChangeRecorder()
         subscription.receiver = d
         if let failure = router.subscribe(subscription) { throw failure }
         let descriptor = wd("/d")
-        let created = { (name: String) in InotifyEvent(wd: descriptor, mask: InotifyMask.create, name: Array(name.utf8))
+        let created = { (name: String) in BackendEvent(wd: descriptor, mask: EventMask.create, name: Array(name.utf8))
         }
         read([created("a"), created("b")])
         XCTAssertEqual(d.batches, [[DirectoryChange(.created, "/d/a")]], "what fits in the buffer")
@@ -277,13 +278,13 @@ final class RouterTests: XCTestCase {
         let (d, _) = try subscribe("/d", keepsSnapshot: true)
         let (_, _) = try subscribe("/e")
         XCTAssertNil(router.deadline, "nothing to learn: no wake-up")
-        read([InotifyEvent(wd: wd("/d"), mask: InotifyMask.create, name: Array("a".utf8))], now: 0)
+        read([BackendEvent(wd: wd("/d"), mask: EventMask.create, name: Array("a".utf8))], now: 0)
         XCTAssertEqual(router.deadline, InodeLearning.idle)
         // Events keep coming: the idle moment moves, up to the latest.
         var now: UInt64 = 0
         while now + InodeLearning.idle / 2 < InodeLearning.latest {
             now += InodeLearning.idle / 2
-            read([InotifyEvent(wd: wd("/e"), mask: InotifyMask.create, name: Array("x".utf8))], now: now)
+            read([BackendEvent(wd: wd("/e"), mask: EventMask.create, name: Array("x".utf8))], now: now)
             XCTAssertEqual(namesListed, [])
         }
         read([], now: InodeLearning.latest)
@@ -294,9 +295,9 @@ final class RouterTests: XCTestCase {
 
         // A barrier does not list: it stays cheap however large the directory.
         let start = InodeLearning.latest * 3
-        read([InotifyEvent(wd: wd("/d"), mask: InotifyMask.create, name: Array("b".utf8))], now: start)
+        read([BackendEvent(wd: wd("/d"), mask: EventMask.create, name: Array("b".utf8))], now: start)
         router.requestBarrier(for: d) {}
-        read([InotifyEvent(wd: barrierWD, mask: InotifyMask.attributes)], now: start + 1)
+        read([BackendEvent(wd: barrierWD, mask: EventMask.attributes)], now: start + 1)
         XCTAssertEqual(namesListed, ["/d"])
         read([], now: start + InodeLearning.idle + 1)
         XCTAssertEqual(namesListed, ["/d", "/d"], "idle: listed")
@@ -311,18 +312,19 @@ final class RouterTests: XCTestCase {
         deliver()
         XCTAssertEqual(barrierWrites, 1, "one write in flight at a time")
         read([
-            InotifyEvent(wd: wd("/d"), mask: InotifyMask.create, name: Array("a".utf8)),
-            InotifyEvent(wd: barrierWD, mask: InotifyMask.attributes),
+            BackendEvent(wd: wd("/d"), mask: EventMask.create, name: Array("a".utf8)),
+            BackendEvent(wd: barrierWD, mask: EventMask.attributes),
         ])
         XCTAssertEqual(order.get(), ["batch", "first"])
         XCTAssertEqual(barrierWrites, 2, "written again for the one that waited")
-        read([InotifyEvent(wd: barrierWD, mask: InotifyMask.attributes)])
+        read([BackendEvent(wd: barrierWD, mask: EventMask.attributes)])
         XCTAssertEqual(order.get(), ["batch", "first", "second"])
     }
 
     func testAFailingBarrierWriteStillCompletes() throws {
         router = Router(
-            table: WatchTable(inotifyFD: 99, system: kernel.system), pairingWindow: window, barrierWD: barrierWD,
+            table: WatchTable(backend: InotifyBackend(fd: 99, system: kernel.system), system: kernel.system),
+            pairingWindow: window, barrierWD: barrierWD,
             writeBarrierFile: { () throws(SyscallError) in throw SyscallError(function: "futimens", errno: EIO) })
         let (d, _) = try subscribe("/d")
         let completed = LockedValue(0)
@@ -336,9 +338,9 @@ final class RouterTests: XCTestCase {
         let (_, file) = try subscribe("/d", entry: WatchedEntry(name: Array("config".utf8), path: "/d/config"))
         let descriptor = wd("/d")
         read([
-            InotifyEvent(wd: descriptor, mask: InotifyMask.create, name: Array("other".utf8)),
-            InotifyEvent(wd: descriptor, mask: InotifyMask.movedFrom, cookie: 5, name: Array("config.tmp".utf8)),
-            InotifyEvent(wd: descriptor, mask: InotifyMask.movedTo, cookie: 5, name: Array("config".utf8)),
+            BackendEvent(wd: descriptor, mask: EventMask.create, name: Array("other".utf8)),
+            BackendEvent(wd: descriptor, mask: EventMask.movedFrom, cookie: 5, name: Array("config.tmp".utf8)),
+            BackendEvent(wd: descriptor, mask: EventMask.movedTo, cookie: 5, name: Array("config".utf8)),
         ])
         XCTAssertEqual(file.batches, [[DirectoryChange(.renamed, "/d/config", from: "/d/config.tmp")]])
     }
@@ -358,7 +360,7 @@ final class RouterTests: XCTestCase {
     /// Subscribes a watcher that keeps snapshots, leaving the first listing to the test.
     private func subscribeDeferring(_ root: String) throws -> (Router.ListingRequest, ChangeRecorder) {
         let subscription = Subscription(
-            root: FileSystemPath(root), mask: DirectoryWatcher.Options().events.inotifyMask,
+            root: FileSystemPath(root), mask: DirectoryWatcher.Options().events.eventMask,
             target: .mailbox(Mailbox(mayBlock: true)), keepsSnapshot: true)
         let recorder = ChangeRecorder()
         subscription.receiver = recorder
@@ -380,14 +382,14 @@ final class RouterTests: XCTestCase {
             let (request, recorder) = try subscribeDeferring("/d")
             let d = wd("/d")
             read([
-                InotifyEvent(wd: d, mask: InotifyMask.create, name: Array("new".utf8)),
-                InotifyEvent(wd: d, mask: InotifyMask.delete, name: Array("old".utf8)),
-                InotifyEvent(wd: d, mask: InotifyMask.movedFrom, cookie: 3, name: Array("a".utf8)),
-                InotifyEvent(wd: d, mask: InotifyMask.movedTo, cookie: 3, name: Array("b".utf8)),
+                BackendEvent(wd: d, mask: EventMask.create, name: Array("new".utf8)),
+                BackendEvent(wd: d, mask: EventMask.delete, name: Array("old".utf8)),
+                BackendEvent(wd: d, mask: EventMask.movedFrom, cookie: 3, name: Array("a".utf8)),
+                BackendEvent(wd: d, mask: EventMask.movedTo, cookie: 3, name: Array("b".utf8)),
             ])
             router.install(listing, for: request)
             listings["/d"] = .success(after)
-            read([InotifyEvent(wd: -1, mask: InotifyMask.queueOverflow)])
+            read([BackendEvent(wd: -1, mask: EventMask.queueOverflow)])
             XCTAssertEqual(
                 recorder.batches.last, [DirectoryChange(.overflow, "/d", directory: true)],
                 "nothing missed, nothing twice")
@@ -396,7 +398,7 @@ final class RouterTests: XCTestCase {
 
     func testAnOverflowWhileTheListingIsReadIsFollowedByARescan() throws {
         let (request, recorder) = try subscribeDeferring("/d")
-        read([InotifyEvent(wd: -1, mask: InotifyMask.queueOverflow)])
+        read([BackendEvent(wd: -1, mask: EventMask.queueOverflow)])
         XCTAssertEqual(listed, [], "nothing to rescan yet")
         router.install(Snapshot(), for: request)
         listings["/d"] = .success(Snapshot(entries: [Array("lost".utf8): entry(inode: 4, time: 1)]))
@@ -411,7 +413,7 @@ final class RouterTests: XCTestCase {
         let (_, noticeOnly) = try subscribe("/d")
         XCTAssertEqual(listed, ["/d"], "listed once, when the first watcher that keeps snapshots came")
         router.unsubscribe(exact)
-        read([InotifyEvent(wd: -1, mask: InotifyMask.queueOverflow)])
+        read([BackendEvent(wd: -1, mask: EventMask.queueOverflow)])
         XCTAssertEqual(listed, ["/d"], "nothing kept, nothing listed again")
         XCTAssertEqual(noticeOnly.batches, [[DirectoryChange(.overflow, "/d", directory: true)]])
         _ = try subscribe("/d", keepsSnapshot: true)
@@ -421,7 +423,7 @@ final class RouterTests: XCTestCase {
     func testUnsubscribingDropsThePendingBatchAndTheKernelWatch() throws {
         let (d, recorder) = try subscribe("/d")
         let descriptor = wd("/d")
-        router.receive(InotifyEvent(wd: descriptor, mask: InotifyMask.create, name: Array("a".utf8)), now: 0)
+        router.receive(BackendEvent(wd: descriptor, mask: EventMask.create, name: Array("a".utf8)), now: 0)
         router.unsubscribe(d)
         router.finishWakeUp(queueDrained: true)
         deliver()

@@ -16,7 +16,7 @@ final class SettlingTests: XCTestCase {
     }
 
     private func settler(reporting events: DirectoryWatcher.Events = .default) -> Settler {
-        Settler(quietPeriod: quiet, maximumWait: maximum, reportedMask: events.inotifyMask)
+        Settler(quietPeriod: quiet, maximumWait: maximum, reportedMask: events.eventMask)
     }
 
     // MARK: - Coalescing: each rule of Docs/Settling
@@ -187,7 +187,7 @@ final class SettlingTests: XCTestCase {
     /// 300 ms and a maximum of ten seconds.
     func testAFileBeingWrittenHoldsTheBatchUntilItIsClosed() {
         var settler = Settler(
-            quietPeriod: quiet, maximumWait: 10_000 * ms, reportedMask: DirectoryWatcher.Events.default.inotifyMask)
+            quietPeriod: quiet, maximumWait: 10_000 * ms, reportedMask: DirectoryWatcher.Events.default.eventMask)
         _ = settler.add(.init(.created, "/d/f"), now: 0)
         var now: UInt64 = 0
         while now <= 2_000 * ms {

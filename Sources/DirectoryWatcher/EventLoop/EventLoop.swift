@@ -130,7 +130,8 @@ final class EventLoop: @unchecked Sendable {
         }
         let (barrierFD, leadership) = (barrierFD, leadership)
         router = Router(
-            table: WatchTable(inotifyFD: inotifyFD, system: system), pairingWindow: pairingWindow,
+            table: WatchTable(backend: InotifyBackend(fd: inotifyFD, system: system), system: system),
+            pairingWindow: pairingWindow,
             barrierWD: barrierWD, writeBarrierFile: { () throws(SyscallError) in try system.touch(barrierFD) },
             isOnLoopThread: { leadership.isCurrentThreadLeader },
             wakeForCatchUp: { [inbox] subscription in
@@ -201,7 +202,7 @@ final class EventLoop: @unchecked Sendable {
         let fd = try system.memfdCreate("directory-watcher-barrier")
         do {
             let wd = try system.inotifyAddWatch(
-                inotifyFD, path: FileSystemPath("/proc/self/fd/\(fd)"), mask: InotifyMask.attributes)
+                inotifyFD, path: FileSystemPath("/proc/self/fd/\(fd)"), mask: EventMask.attributes)
             return (fd, wd)
         } catch {
             system.close(fd)

@@ -93,11 +93,11 @@ extension DirectoryWatcher {
         let settler = options.settling.map {
             Settler(
                 quietPeriod: $0.quietPeriod.nanoseconds, maximumWait: $0.maximumWait.nanoseconds,
-                reportedMask: options.events.inotifyMask, listsRemovedContents: $0.listsRemovedContents,
+                reportedMask: options.events.eventMask, listsRemovedContents: $0.listsRemovedContents,
                 followsWriters: !polls)
         }
         let subscription = Subscription(
-            root: root, mask: options.events.inotifyMask, entry: entry, target: target,
+            root: root, mask: options.events.eventMask, entry: entry, target: target,
             keepsSnapshot: options.recovery == .exact, recursive: options.recursive && !watchesFile,
             exclusions: Exclusions(options.excludes), followsLinks: options.followsSymbolicLinks, settler: settler,
             limit: backlog.limit, strictLimit: backlog.isStrict, acknowledgesLater: backlog.acknowledgesLater,

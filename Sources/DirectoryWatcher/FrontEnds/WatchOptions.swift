@@ -284,17 +284,17 @@ extension DirectoryWatcher {
         ]
 
         /// The inotify bits these events need; the watch's own removal and move always come along.
-        var inotifyMask: UInt32 {
-            var mask = InotifyMask.lifecycle
-            if contains(.created) { mask |= InotifyMask.create }
-            if contains(.removed) { mask |= InotifyMask.delete }
-            if contains(.modified) { mask |= InotifyMask.modify }
-            if contains(.attributesChanged) { mask |= InotifyMask.attributes }
-            if contains(.moved) { mask |= InotifyMask.movedFrom | InotifyMask.movedTo }
-            if contains(.opened) { mask |= InotifyMask.open }
-            if contains(.accessed) { mask |= InotifyMask.access }
-            if contains(.writerClosed) { mask |= InotifyMask.closeWrite }
-            if contains(.readerClosed) { mask |= InotifyMask.closeNoWrite }
+        var eventMask: UInt32 {
+            var mask = EventMask.lifecycle
+            if contains(.created) { mask |= EventMask.create }
+            if contains(.removed) { mask |= EventMask.delete }
+            if contains(.modified) { mask |= EventMask.modify }
+            if contains(.attributesChanged) { mask |= EventMask.attributes }
+            if contains(.moved) { mask |= EventMask.movedFrom | EventMask.movedTo }
+            if contains(.opened) { mask |= EventMask.open }
+            if contains(.accessed) { mask |= EventMask.access }
+            if contains(.writerClosed) { mask |= EventMask.closeWrite }
+            if contains(.readerClosed) { mask |= EventMask.closeNoWrite }
             return mask
         }
     }

@@ -7,15 +7,15 @@ enum ChangeTranslation {
     /// watch, is the one name it follows: events about other names, and about the directory
     /// itself short of its removal or move, mean nothing to it.
     static func change(
-        for event: InotifyEvent, in directory: FileSystemPath, mask: UInt32, entry: WatchedEntry? = nil
+        for event: BackendEvent, in directory: FileSystemPath, mask: UInt32, entry: WatchedEntry? = nil
     ) -> DirectoryChange? {
-        let isDirectory = event.has(InotifyMask.isDirectory)
+        let isDirectory = event.has(EventMask.isDirectory)
         if event.name.isEmpty {
             // An event about the watched directory itself.
-            if event.has(InotifyMask.deleteSelf | InotifyMask.unmount | InotifyMask.ignored) {
+            if event.has(EventMask.deleteSelf | EventMask.unmount | EventMask.ignored) {
                 return DirectoryChange(kind: .rootRemoved, path: directory, isDirectory: true)
             }
-            if event.has(InotifyMask.moveSelf) {
+            if event.has(EventMask.moveSelf) {
                 return DirectoryChange(kind: .rootMoved, path: directory, isDirectory: true)
             }
             guard entry == nil, let kind = kind(of: event.mask & mask) else { return nil }
@@ -34,33 +34,33 @@ enum ChangeTranslation {
 
     /// The change kind for the event bits a watcher asked for; nil when none is left.
     private static func kind(of relevant: UInt32) -> DirectoryChange.Kind? {
-        if relevant & InotifyMask.create != 0 { return .created }
-        if relevant & InotifyMask.delete != 0 { return .removed }
-        if relevant & InotifyMask.modify != 0 { return .modified }
-        if relevant & InotifyMask.attributes != 0 { return .attributesChanged }
-        if relevant & InotifyMask.movedFrom != 0 { return .movedOut }
-        if relevant & InotifyMask.movedTo != 0 { return .movedIn }
-        if relevant & InotifyMask.open != 0 { return .opened }
-        if relevant & InotifyMask.access != 0 { return .accessed }
-        if relevant & InotifyMask.closeWrite != 0 { return .writerClosed }
-        if relevant & InotifyMask.closeNoWrite != 0 { return .readerClosed }
+        if relevant & EventMask.create != 0 { return .created }
+        if relevant & EventMask.delete != 0 { return .removed }
+        if relevant & EventMask.modify != 0 { return .modified }
+        if relevant & EventMask.attributes != 0 { return .attributesChanged }
+        if relevant & EventMask.movedFrom != 0 { return .movedOut }
+        if relevant & EventMask.movedTo != 0 { return .movedIn }
+        if relevant & EventMask.open != 0 { return .opened }
+        if relevant & EventMask.access != 0 { return .accessed }
+        if relevant & EventMask.closeWrite != 0 { return .writerClosed }
+        if relevant & EventMask.closeNoWrite != 0 { return .readerClosed }
         return nil
     }
 
     /// A paired move seen by a watcher that watches both ends; the paths are as that watcher
     /// knows them.
-    static func rename(to: InotifyEvent, path: FileSystemPath, from oldPath: FileSystemPath) -> DirectoryChange {
-        DirectoryChange(kind: .renamed, path: path, oldPath: oldPath, isDirectory: to.has(InotifyMask.isDirectory))
+    static func rename(to: BackendEvent, path: FileSystemPath, from oldPath: FileSystemPath) -> DirectoryChange {
+        DirectoryChange(kind: .renamed, path: path, oldPath: oldPath, isDirectory: to.has(EventMask.isDirectory))
     }
 
     /// Whether a watcher that asked for `mask` reports changes of `kind` (a rescan's changes).
     static func selects(_ mask: UInt32, _ kind: DirectoryChange.Kind) -> Bool {
         switch kind {
-        case .created: return mask & InotifyMask.create != 0
-        case .removed: return mask & InotifyMask.delete != 0
-        case .modified: return mask & InotifyMask.modify != 0
-        case .attributesChanged: return mask & InotifyMask.attributes != 0
-        case .renamed, .exchanged, .movedIn, .movedOut: return mask & (InotifyMask.movedFrom | InotifyMask.movedTo) != 0
+        case .created: return mask & EventMask.create != 0
+        case .removed: return mask & EventMask.delete != 0
+        case .modified: return mask & EventMask.modify != 0
+        case .attributesChanged: return mask & EventMask.attributes != 0
+        case .renamed, .exchanged, .movedIn, .movedOut: return mask & (EventMask.movedFrom | EventMask.movedTo) != 0
         default: return true
         }
     }

@@ -92,9 +92,9 @@ final class KnownDirectory {
     /// Applies an event about `name` (not half of a paired rename: see ``renamed(from:to:at:)``).
     /// Returns false when the event repeats what the watchers have been told already (an entry
     /// created that is known, one removed that is not), so it is not reported again.
-    func apply(_ event: InotifyEvent, at now: Snapshot.Time) -> Bool {
-        let isDirectory = event.has(InotifyMask.isDirectory)
-        if event.has(InotifyMask.create) {
+    func apply(_ event: BackendEvent, at now: Snapshot.Time) -> Bool {
+        let isDirectory = event.has(EventMask.isDirectory)
+        if event.has(EventMask.create) {
             // A name cannot be created while it exists: the rescan reported this one already.
             // (One hash for the common case; a repeat puts back what it replaced.)
             let created = Known.unsure(Unsure(isDirectory: isDirectory, since: now, createdOnly: true))
@@ -112,17 +112,17 @@ final class KnownDirectory {
             entries.updateValue(known, forName: event.name)
             return false
         }
-        if event.has(InotifyMask.movedTo) {
+        if event.has(EventMask.movedTo) {
             // A rename may replace an entry: always news.
             entries.updateValue(
                 .unsure(Unsure(isDirectory: isDirectory, since: now, createdOnly: false)), forName: event.name)
             lacksInodes = true
             return true
         }
-        if event.has(InotifyMask.delete | InotifyMask.movedFrom) {
+        if event.has(EventMask.delete | EventMask.movedFrom) {
             return entries.removeValue(forName: event.name) != nil
         }
-        if event.has(InotifyMask.modify | InotifyMask.attributes | InotifyMask.closeWrite),
+        if event.has(EventMask.modify | EventMask.attributes | EventMask.closeWrite),
             let record = entries.record(forName: event.name)
         {
             entries[record: record] = .unsure(Self.unsure(entries[record: record], since: now))

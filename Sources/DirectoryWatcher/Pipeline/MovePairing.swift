@@ -10,13 +10,13 @@
 /// drive it by hand. The event loop passes `CLOCK_MONOTONIC` and sleeps until ``deadline``.
 struct MovePairing {
     enum Item: Equatable {
-        case event(InotifyEvent)
-        case move(from: InotifyEvent, to: InotifyEvent)
+        case event(BackendEvent)
+        case move(from: BackendEvent, to: BackendEvent)
     }
 
     private enum Slot {
         case ready(Item)
-        case waiting(InotifyEvent, deadline: UInt64)
+        case waiting(BackendEvent, deadline: UInt64)
     }
 
     /// How long a `MOVED_FROM` waits for its partner, in nanoseconds.
@@ -45,15 +45,15 @@ struct MovePairing {
         return nil
     }
 
-    mutating func push(_ event: InotifyEvent, now: UInt64, emit: (Item) -> Void) {
-        if event.has(InotifyMask.movedTo), event.cookie != 0, let index = waitingIndex(cookie: event.cookie),
+    mutating func push(_ event: BackendEvent, now: UInt64, emit: (Item) -> Void) {
+        if event.has(EventMask.movedTo), event.cookie != 0, let index = waitingIndex(cookie: event.cookie),
             case .waiting(let from, _) = held[index]
         {
             held[index] = .ready(.move(from: from, to: event))
             release(emit)
             return
         }
-        if event.has(InotifyMask.movedFrom), event.cookie != 0 {
+        if event.has(EventMask.movedFrom), event.cookie != 0 {
             held.append(.waiting(event, deadline: now &+ window))
         } else if isEmpty {
             emit(.event(event))
@@ -75,7 +75,7 @@ struct MovePairing {
     }
 
     /// Gives up at once on the waiting `MOVED_FROM` that `matches` says will get no partner.
-    mutating func giveUp(where matches: (InotifyEvent) -> Bool, emit: (Item) -> Void) {
+    mutating func giveUp(where matches: (BackendEvent) -> Bool, emit: (Item) -> Void) {
         for index in head..<held.count {
             if case .waiting(let from, _) = held[index], matches(from) {
                 held[index] = .ready(.event(from))

@@ -13,10 +13,10 @@ extension Router {
     /// late to see it): the kernel then reports the entry that was there before leaving
     /// (`IN_MOVED_FROM` of the same name, the next cookie) just after. Applied in order, the two
     /// would take the new entry away; the departure is routed first.
-    func route(_ event: InotifyEvent) {
+    func route(_ event: BackendEvent) {
         if let arrival = held.arrival {
             // The moved directory's own event, which the kernel queues between the halves.
-            if event.name.isEmpty && event.has(InotifyMask.moveSelf) {
+            if event.name.isEmpty && event.has(EventMask.moveSelf) {
                 handle(event)
                 return
             }
@@ -28,7 +28,7 @@ extension Router {
             }
             handle(arrival)
         }
-        if event.has(InotifyMask.movedTo), event.cookie != 0, known[event.wd]?.contains(event.name) == true {
+        if event.has(EventMask.movedTo), event.cookie != 0, known[event.wd]?.contains(event.name) == true {
             if held.move != nil { releaseHeldMove() }
             held.arrival = event
             held.deadline = now &+ pairing.window
@@ -37,21 +37,21 @@ extension Router {
         handle(event)
     }
 
-    func isDeparture(_ event: InotifyEvent, before arrival: InotifyEvent) -> Bool {
+    func isDeparture(_ event: BackendEvent, before arrival: BackendEvent) -> Bool {
         guard
             event.wd == arrival.wd && event.cookie == arrival.cookie &+ 1 && event.name == arrival.name
-                && event.has(InotifyMask.movedFrom)
+                && event.has(EventMask.movedFrom)
         else { return false }
         // An entry of the other type leaving as one comes in: only an exchange does that (the
         // directory may be renamed since, so that its path no longer tells).
-        if event.has(InotifyMask.isDirectory) != arrival.has(InotifyMask.isDirectory) { return true }
+        if event.has(EventMask.isDirectory) != arrival.has(EventMask.isDirectory) { return true }
         // The next cookie alone is also a move in and a rename away at once; an exchange leaves
         // the name there.
         return entryExists(Array(event.name), in: event.wd)
     }
 
     /// A paired move: held when it may be an exchange's first half, else routed.
-    func route(move from: InotifyEvent, to: InotifyEvent) {
+    func route(move from: BackendEvent, to: BackendEvent) {
         if let arrival = held.arrival {
             held.arrival = nil
             if isDeparture(from, before: arrival) {
@@ -64,7 +64,7 @@ extension Router {
         if let move = held.move {
             held.move = nil
             if isMirror(move, of: (from, to)), isExchange(move, mirror: from) {
-                handleExchange(move.from, move.to, secondIsDirectory: from.has(InotifyMask.isDirectory))
+                handleExchange(move.from, move.to, secondIsDirectory: from.has(EventMask.isDirectory))
                 return
             }
             handleMove(from: move.from, to: move.to)
@@ -109,10 +109,10 @@ extension Router {
     /// would have dropped its watch, `IN_IGNORED`, before its way back); two files, when the cookies
     /// are consecutive, as an exchange's two halves always are (two renames' are when nothing
     /// else moved between them).
-    private func isExchange(_ held: (from: InotifyEvent, to: InotifyEvent), mirror: InotifyEvent) -> Bool {
+    private func isExchange(_ held: (from: BackendEvent, to: BackendEvent), mirror: BackendEvent) -> Bool {
         if let first = self.held.object, let second = fanotify.renamedObject { return first != second }
-        let heldIsDirectory = held.from.has(InotifyMask.isDirectory)
-        if heldIsDirectory != mirror.has(InotifyMask.isDirectory) { return true }
+        let heldIsDirectory = held.from.has(EventMask.isDirectory)
+        if heldIsDirectory != mirror.has(EventMask.isDirectory) { return true }
         if let atTarget = entry(Array(held.to.name), inDirectoryOf: held.to.wd) {
             if atTarget != nil { return true }
             if let inode = known[held.to.wd]?.inode(held.to.name) {
@@ -141,7 +141,7 @@ extension Router {
     /// Whether the listings read after an exchange show it already: each name holds, as they
     /// read it (a listed inode, or the inode of a tree's directory walked there), the entry it
     /// holds on disk now, and the two differ.
-    private func isListed(exchangeOf from: InotifyEvent, _ to: InotifyEvent) -> Bool {
+    private func isListed(exchangeOf from: BackendEvent, _ to: BackendEvent) -> Bool {
         func known(_ name: ArraySlice<UInt8>, in wd: Int32) -> UInt64? {
             if let inode = self.known[wd]?.listedInode(name) { return inode }
             let inode = table.watches(wd).lazy.compactMap { $0.node?.child(name)?.inode }.first ?? 0
@@ -158,7 +158,7 @@ extension Router {
     /// listings read: a directory listed after the exchange (walked as it moved in, most often)
     /// shows the entry the exchange put there, so both names are known by one inode; the disk
     /// says which of them holds it. nil when neither tells (two names of one file as well).
-    private func listedHalf(of from: InotifyEvent, _ to: InotifyEvent) -> Half? {
+    private func listedHalf(of from: BackendEvent, _ to: BackendEvent) -> Half? {
         guard let first = known[from.wd]?.listedInode(from.name), let second = known[to.wd]?.listedInode(to.name),
             first == second
         else { return nil }
@@ -185,7 +185,7 @@ extension Router {
         }
     }
 
-    private func isMirror(_ first: (from: InotifyEvent, to: InotifyEvent), of second: (InotifyEvent, InotifyEvent))
+    private func isMirror(_ first: (from: BackendEvent, to: BackendEvent), of second: (BackendEvent, BackendEvent))
         -> Bool
     {
         let (from, to) = second
@@ -196,12 +196,12 @@ extension Router {
     /// The entry at `from`'s name and the one at `to`'s exchanged names: the first (a directory
     /// when `from` says so) is now at `to`'s, the second (a directory when `secondIsDirectory`)
     /// at `from`'s.
-    private func handleExchange(_ from: InotifyEvent, _ to: InotifyEvent, secondIsDirectory: Bool) {
+    private func handleExchange(_ from: BackendEvent, _ to: BackendEvent, secondIsDirectory: Bool) {
         // Listed after it (the walks of two directories just moved in, most often): both names
         // were reported holding what they hold since, and the exchange is a repeat.
         if isListed(exchangeOf: from, to) { return }
         let listed = listedHalf(of: from, to)
-        let firstIsDirectory = from.has(InotifyMask.isDirectory)
+        let firstIsDirectory = from.has(EventMask.isDirectory)
         let (sourceWD, targetWD) = (from.wd, to.wd)
         if let listed {
             // The name listed after the exchange is known as it is; the other one holds an entry
@@ -234,13 +234,13 @@ extension Router {
         for watch in sources + targets where watch.subscriber.loop.pause != nil {
             watch.subscriber.loop.pause?.touched.formUnion([sourceWD, targetWD])
         }
-        let moves = InotifyMask.movedFrom | InotifyMask.movedTo
+        let moves = EventMask.movedFrom | EventMask.movedTo
         // Each end as the other half's events say it: what left and what came in its place.
-        let secondFrom = InotifyEvent(
-            wd: targetWD, mask: InotifyMask.movedFrom | (secondIsDirectory ? InotifyMask.isDirectory : 0),
+        let secondFrom = BackendEvent(
+            wd: targetWD, mask: EventMask.movedFrom | (secondIsDirectory ? EventMask.isDirectory : 0),
             name: Array(to.name))
-        let secondTo = InotifyEvent(
-            wd: sourceWD, mask: InotifyMask.movedTo | (secondIsDirectory ? InotifyMask.isDirectory : 0),
+        let secondTo = BackendEvent(
+            wd: sourceWD, mask: EventMask.movedTo | (secondIsDirectory ? EventMask.isDirectory : 0),
             name: Array(from.name))
         for source in sources where !source.subscriber.loop.isEnded {
             if let target = targets.first(where: { $0.subscriber === source.subscriber }) {
@@ -279,7 +279,7 @@ extension Router {
     }
 
     /// Collects what `events` say to `watch`'s watcher, as its selection and entry translate them.
-    private func collect(_ events: [InotifyEvent], as watch: WatchTable<Subscription>.Watch) {
+    private func collect(_ events: [BackendEvent], as watch: WatchTable<Subscription>.Watch) {
         for event in events {
             if let change = ChangeTranslation.change(
                 for: event, in: watch.directory, mask: watch.mask, entry: watch.entry)
@@ -293,7 +293,7 @@ extension Router {
     /// (their watches stay, and the paths below them follow); a tree that sees one end alone lets
     /// what left go and watches what came in.
     private func treeExchanged(
-        _ from: InotifyEvent, _ to: InotifyEvent, firstIsDirectory: Bool, secondIsDirectory: Bool, listed: Half?,
+        _ from: BackendEvent, _ to: BackendEvent, firstIsDirectory: Bool, secondIsDirectory: Bool, listed: Half?,
         sources: [WatchTable<Subscription>.Watch], targets: [WatchTable<Subscription>.Watch]
     ) {
         forEachTree(of: sources, targets) { subscription, tree, source, target in
@@ -353,7 +353,7 @@ extension Router {
     /// Asked once the kept names follow the exchange: the directory met is the one that half
     /// moved, by the inode its name is known by now, when one is (a directory met early by
     /// another move, whose event came without the mark being cleared, is not taken for it).
-    func arrivalSaid(_ source: TreeNode?, _ target: TreeNode?, _ from: InotifyEvent, _ to: InotifyEvent) -> Half? {
+    func arrivalSaid(_ source: TreeNode?, _ target: TreeNode?, _ from: BackendEvent, _ to: BackendEvent) -> Half? {
         guard let source, let target else { return nil }
         func isMoved(_ node: TreeNode, at name: ArraySlice<UInt8>, in directory: TreeNode) -> Bool {
             guard let inode = known[directory.wd]?.inode(name), node.inode != 0 else { return true }

@@ -88,7 +88,7 @@ extension Router {
         admit(subscription)
         fanotify.trees.append(subscription)
         followMounts(subscription, from: mounts)
-        fanotify.wanted |= subscription.mask | InotifyMask.names
+        fanotify.wanted |= subscription.mask | EventMask.names
         // What was outside the trees may be inside this one; directories other trees know that
         // lie inside it get nodes in this one too.
         fanotify.marks.forgetOutside()
@@ -135,7 +135,7 @@ extension Router {
         subscription.loop.fanotifyID = nil
         fanotify.trees.removeAll { $0 === subscription }
         fanotify.snapshotQueue.removeAll { $0.subscription === subscription }
-        fanotify.wanted = fanotify.trees.reduce(0) { $0 | $1.mask | InotifyMask.names }
+        fanotify.wanted = fanotify.trees.reduce(0) { $0 | $1.mask | EventMask.names }
         fanotify.marks.unmark(id)
     }
 
@@ -156,7 +156,7 @@ extension Router {
 
         guard let directoryHandle = event.directory, let wd = descriptor(resolving: directoryHandle) else { return }
         if event.isAboutDirectoryItself {
-            for mask in FanotifyTranslation.directoryEvents(event.mask) { handle(InotifyEvent(wd: wd, mask: mask)) }
+            for mask in FanotifyTranslation.directoryEvents(event.mask) { handle(BackendEvent(wd: wd, mask: mask)) }
             return
         }
         // Only what a tree asked for, or must follow: a mark shared by trees that asked for more
@@ -166,7 +166,7 @@ extension Router {
             mask in
             // A directory made in a tree is empty: no walk, since everything made in it comes as
             // its own event, in order. Its handle, in the record, names it.
-            if mask & InotifyMask.create != 0 {
+            if mask & EventMask.create != 0 {
                 // A rename held for its mirror has none: routed first, before the handle of the
                 // directory this record creates is set.
                 if held.isHolding { releaseHeldMove() }
@@ -180,7 +180,7 @@ extension Router {
     /// A rename, with both its names in one record: a paired move when both directories are in a
     /// tree, a move out or in when one is.
     private func routeRename(_ event: FanotifyEvent) {
-        let directory = event.isDirectory ? InotifyMask.isDirectory : 0
+        let directory = event.isDirectory ? EventMask.isDirectory : 0
         var source = event.directory.flatMap { descriptor(resolving: $0) }
         var target = event.newDirectory.flatMap { descriptor(resolving: $0) }
         if held.isHolding, !continuesHeldRename(event, from: source, to: target) {
@@ -200,15 +200,15 @@ extension Router {
             fanotify.renamedObject = event.object
             defer { fanotify.renamedObject = nil }
             route(
-                move: event.inotifyEvent(wd: from, mask: InotifyMask.movedFrom | directory, cookie: fanotify.cookie),
+                move: event.inotifyEvent(wd: from, mask: EventMask.movedFrom | directory, cookie: fanotify.cookie),
                 to: event.inotifyEvent(
-                    wd: to, mask: InotifyMask.movedTo | directory, cookie: fanotify.cookie, renamed: true))
+                    wd: to, mask: EventMask.movedTo | directory, cookie: fanotify.cookie, renamed: true))
         case (let from?, nil):
-            route(event.inotifyEvent(wd: from, mask: InotifyMask.movedFrom | directory, cookie: fanotify.cookie))
+            route(event.inotifyEvent(wd: from, mask: EventMask.movedFrom | directory, cookie: fanotify.cookie))
         case (nil, let to?):
             route(
                 event.inotifyEvent(
-                    wd: to, mask: InotifyMask.movedTo | directory, cookie: fanotify.cookie, renamed: true)
+                    wd: to, mask: EventMask.movedTo | directory, cookie: fanotify.cookie, renamed: true)
             )
         case (nil, nil):
             break

@@ -59,22 +59,22 @@ extension Router {
     /// when a watcher of it asked for those (no entry kept otherwise, so that routing an event
     /// does not look this set up for ever after a tree of 100,000 directories was listed).
     func expectListingEcho(_ wd: Int32) {
-        let echo = InotifyMask.open | InotifyMask.access | InotifyMask.closeNoWrite
+        let echo = EventMask.open | EventMask.access | EventMask.closeNoWrite
         if let mask = table.kernelMask(wd), mask & echo != 0 { listings.echoes.insert(wd) }
     }
 
     /// The open, reads and close of a directory the router listed, which the kernel reports on
     /// the directory itself. The echo ends with its close, or with the first other event of the
     /// directory (when nobody asked for closes, none comes).
-    func isListingEcho(_ event: InotifyEvent) -> Bool {
+    func isListingEcho(_ event: BackendEvent) -> Bool {
         guard listings.echoes.contains(event.wd) else { return false }
-        let echo = InotifyMask.open | InotifyMask.access | InotifyMask.closeNoWrite
-        guard event.name.isEmpty, event.has(InotifyMask.isDirectory), event.mask & ~InotifyMask.isDirectory & ~echo == 0
+        let echo = EventMask.open | EventMask.access | EventMask.closeNoWrite
+        guard event.name.isEmpty, event.has(EventMask.isDirectory), event.mask & ~EventMask.isDirectory & ~echo == 0
         else {
             listings.echoes.remove(event.wd)
             return false
         }
-        if event.has(InotifyMask.closeNoWrite) { listings.echoes.remove(event.wd) }
+        if event.has(EventMask.closeNoWrite) { listings.echoes.remove(event.wd) }
         return true
     }
 }

@@ -117,8 +117,8 @@ extension Router {
         // Once for each directory, whichever trees watch it: every watcher of its parent hears
         // of it through the same events.
         for (wd, name) in redone where isDirectory(name, in: wd) {
-            handle(InotifyEvent(wd: wd, mask: InotifyMask.delete | InotifyMask.isDirectory, name: name))
-            handle(InotifyEvent(wd: wd, mask: InotifyMask.create | InotifyMask.isDirectory, name: name))
+            handle(BackendEvent(wd: wd, mask: EventMask.delete | EventMask.isDirectory, name: name))
+            handle(BackendEvent(wd: wd, mask: EventMask.create | EventMask.isDirectory, name: name))
         }
     }
 

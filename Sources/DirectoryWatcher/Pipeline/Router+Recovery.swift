@@ -135,19 +135,19 @@ extension Router {
     /// `found`, the path of the listing's directory with its number, if any), or another one
     /// (`.max`, which matches no entry).
     ///
-    /// An inotify watch holds its directory's inode while the directory is there, but one
+    /// A watch holds its directory's inode while the directory is there, but one
     /// removed while the events were lost took its watch with it, and a directory made since may
-    /// have been given its number: the kernel says whether the watch it gives the path found is
+    /// have been given its number: the backend says whether the watch it gives the path found is
     /// the node's. A fanotify tree's directory made or moved in by an event has no inode read:
     /// its handle tells it.
     private func inode(of node: TreeNode, at found: FileSystemPath?, mask: UInt32) -> UInt64 {
         if !FanotifyMarks.isFanotify(node.wd) {
             guard node.inode != 0, let found,
-                let wd = try? table.kernelWatch(found, mask: mask, flags: Self.treeWatchFlags)
+                let wd = try? table.backend.watch(found, events: mask | Self.treeBits, followingLinks: false)
             else { return node.inode }
             if wd == node.wd { return node.inode }
             // Another directory's: the walk that reports it watches it.
-            if table.watches(wd).isEmpty { try? table.system.inotifyRemoveWatch(table.inotifyFD, wd) }
+            if table.watches(wd).isEmpty { table.backend.unwatch(wd) }
             return .max
         }
         guard node.inode == 0, let handle = fanotify.marks.handle(node.wd),

@@ -12,7 +12,7 @@ extension Router {
     /// The events routed for a kept directory while its first listing is read elsewhere.
     struct PendingListing {
         enum Step {
-            case event(InotifyEvent)
+            case event(BackendEvent)
             case renamed(from: ArraySlice<UInt8>, to: ArraySlice<UInt8>, isDirectory: Bool)
             case movedOut(ArraySlice<UInt8>)
             case movedIn(ArraySlice<UInt8>, isDirectory: Bool)
@@ -65,10 +65,10 @@ extension Router {
         if let unavailable = services.inotifyUnavailable { return .failure(unavailable) }
         do {
             // A kept snapshot follows every change of name, whatever the watcher selected.
-            let names = subscription.keepsSnapshot ? InotifyMask.names : 0
+            let names = subscription.keepsSnapshot ? EventMask.names : 0
             let wd = try table.add(
                 subscription, directory: subscription.root, mask: subscription.mask,
-                flags: InotifyMask.onlyDirectory | InotifyMask.excludeUnlinked | names, only: subscription.entry,
+                also: names, only: subscription.entry,
                 node: { wd in
                     guard subscription.recursive else { return nil }
                     let tree = WatchedTree(rootPath: subscription.root, wd: wd)
@@ -172,7 +172,7 @@ extension Router {
 
     /// Takes `subscription` off the kernel watch `wd`.
     func release(_ wd: Int32, for subscription: Subscription) {
-        table.remove(subscription, from: wd)
+        if table.remove(subscription, from: wd) && !FanotifyMarks.isFanotify(wd) { table.backend.unwatch(wd) }
         // Kept while a watcher of the directory keeps snapshots (a notice-only watcher that
         // stays has no use for it).
         if !table.watches(wd).contains(where: { $0.subscriber.keepsSnapshot }) {

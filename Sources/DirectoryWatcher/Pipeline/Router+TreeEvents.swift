@@ -51,17 +51,17 @@ extension Router {
     /// links followed, an entry created may be a link to a directory (the watch is tried: a
     /// system call per entry created, which following links costs), and one removed may have
     /// been a followed link.
-    func treeEvent(_ event: InotifyEvent, at node: TreeNode, for subscription: Subscription) {
-        let appeared = event.has(InotifyMask.create | InotifyMask.movedTo)
-        if event.has(InotifyMask.isDirectory) {
+    func treeEvent(_ event: BackendEvent, at node: TreeNode, for subscription: Subscription) {
+        let appeared = event.has(EventMask.create | EventMask.movedTo)
+        if event.has(EventMask.isDirectory) {
             // Opened, listed, its attributes changed: still there, still watched. Its attributes
             // changed, it may be readable now.
-            guard appeared || event.has(InotifyMask.delete | InotifyMask.movedFrom) else {
-                if event.has(InotifyMask.attributes) { treeAttributesChanged(event.name, at: node, for: subscription) }
+            guard appeared || event.has(EventMask.delete | EventMask.movedFrom) else {
+                if event.has(EventMask.attributes) { treeAttributesChanged(event.name, at: node, for: subscription) }
                 return
             }
             treeChanged(event.name, at: node, appeared: appeared, for: subscription, foundByRescan: false)
-        } else if !appeared, !node.children.isEmpty, event.has(InotifyMask.delete | InotifyMask.movedFrom) {
+        } else if !appeared, !node.children.isEmpty, event.has(EventMask.delete | EventMask.movedFrom) {
             treeChanged(event.name, at: node, appeared: false, for: subscription, foundByRescan: false)
         } else if appeared, subscription.followsLinks {
             treeChanged(
@@ -125,7 +125,7 @@ extension Router {
     /// `arrivalListed`: the target's listing, read after the move, showed the directory there
     /// already, and the walk that listing began reported it with what it holds.
     func treeMoved(
-        from: InotifyEvent, to: InotifyEvent, sources: [WatchTable<Subscription>.Watch],
+        from: BackendEvent, to: BackendEvent, sources: [WatchTable<Subscription>.Watch],
         targets: [WatchTable<Subscription>.Watch], arrivalListed: Bool = false
     ) {
         forEachTree(of: sources, targets) { subscription, tree, source, target in

@@ -5,10 +5,9 @@ import Synchronization
 /// Trees: a recursive watcher's directories, watched before they are listed, followed through
 /// renames and moves, let go when they leave (see <doc:WatchingATree> and ``WatchedTree``).
 extension Router {
-    /// The kernel-only bits of a tree directory's watch: directories only, no events for entries
-    /// already unlinked, and every change of name (the directory's known names need them).
-    private static let treeFlags = InotifyMask.onlyDirectory | InotifyMask.excludeUnlinked | InotifyMask.names
-    static var treeWatchFlags: UInt32 { treeFlags | InotifyMask.dontFollow }
+    /// What a tree directory's watch asks for beyond its watcher's events: every change of name
+    /// (the directory's known names need them).
+    static let treeBits = EventMask.names
 
     /// One directory of a tree to watch and list, below a node already in the tree.
     struct WalkStep {
@@ -144,7 +143,7 @@ extension Router {
                     // The file system's mark sees it already: its handle is all it needs.
                     result.handle = try table.system.fileHandle(in: fd, name: nil, fileSystemID: fanotifyID)
                 } else {
-                    result.wd = try table.kernelWatch(openDirectory: fd, mask: mask, flags: Self.treeFlags)
+                    result.wd = try table.backend.watch(openDirectory: fd, events: mask | Self.treeBits)
                 }
                 result.isWatched = true
                 result.inode = step.inode
@@ -258,7 +257,7 @@ extension Router {
     /// Reports what a directory of the tree met again at a new path holds, as created: what the
     /// watcher knows of it and of each directory below it, parents first.
     private func reportContents(of node: TreeNode, for subscription: Subscription, foundByRescan: Bool) {
-        guard subscription.mask & InotifyMask.create != 0 else { return }
+        guard subscription.mask & EventMask.create != 0 else { return }
         var stack = [node]
         while let next = stack.popLast() {
             let path = next.path
@@ -299,7 +298,7 @@ extension Router {
         }
         expectListingEcho(node.wd)
         if known[node.wd] == nil { known[node.wd] = directory }
-        if reporting && subscription.mask & InotifyMask.create != 0 {
+        if reporting && subscription.mask & EventMask.create != 0 {
             for entry in result.entries {
                 collect(
                     DirectoryChange(

@@ -23,7 +23,7 @@ final class Router {
 
     /// Marks an event read that cannot be trusted (a read error, a truncated record): reported as
     /// possible loss, as an overflow is.
-    static let lossMarker = InotifyEvent(wd: -1, mask: InotifyMask.queueOverflow)
+    static let lossMarker = BackendEvent(wd: -1, mask: EventMask.queueOverflow)
 
     // Every property below is touched by the loop's leader alone (the router checks it is on
     // that thread), so the runtime's exclusivity checks would only cost time: four of them per
@@ -114,13 +114,13 @@ final class Router {
     // MARK: - From the loop
 
     /// One event read from the kernel, at `now`.
-    func receive(_ event: InotifyEvent, now: UInt64) {
+    func receive(_ event: BackendEvent, now: UInt64) {
         assert(services.isOnLoopThread())
         beginRead(now: now)
         // Most events pass straight through: nothing is held back and this is no rename's first
         // half (a second half finds no partner while nothing is held).
         if pairing.isEmpty && !held.isHolding
-            && !(event.has(InotifyMask.movedFrom | InotifyMask.movedTo) && event.cookie != 0)
+            && !(event.has(EventMask.movedFrom | EventMask.movedTo) && event.cookie != 0)
         {
             handle(event)
         } else {
@@ -214,10 +214,10 @@ final class Router {
         }
     }
 
-    func handle(_ event: InotifyEvent) {
+    func handle(_ event: BackendEvent) {
         // The next event came: a move held for its mirror image has none. (Unless it is the
         // moved directory's own event, which the kernel queues between an exchange's halves.)
-        if held.isHolding, !(event.name.isEmpty && event.has(InotifyMask.moveSelf)) {
+        if held.isHolding, !(event.name.isEmpty && event.has(EventMask.moveSelf)) {
             releaseHeldMove()
         }
         if event.wd == -1 {
@@ -225,10 +225,10 @@ final class Router {
             return
         }
         if event.wd == services.barrierWD {
-            if event.has(InotifyMask.attributes) { barrierReached() }
+            if event.has(EventMask.attributes) { barrierReached() }
             return
         }
-        if event.has(InotifyMask.ignored) {
+        if event.has(EventMask.ignored) {
             // The kernel dropped the watch (directory gone, file system unmounted). A subscriber
             // still here did not see DELETE_SELF, so tell it now.
             known[event.wd] = nil
@@ -257,7 +257,7 @@ final class Router {
             // directory, listed as things moved into it): the same inode is still there, so it is
             // a repeat, not a replacement. (One statx, for a move onto a name whose inode a
             // listing read: a tree's listing reads every entry's.)
-            if event.has(InotifyMask.movedTo), directory.suppressesRepeats, !FanotifyMarks.isFanotify(event.wd),
+            if event.has(EventMask.movedTo), directory.suppressesRepeats, !FanotifyMarks.isFanotify(event.wd),
                 let listed = directory.listedInode(event.name), entryInode(Array(event.name), in: event.wd) == listed
             {
                 return
@@ -270,7 +270,7 @@ final class Router {
             // A directory inside a tree: what happens to it itself, its parent reports. (Its
             // attributes changed: what it could not read, it may read now.)
             if event.name.isEmpty, let node = watch.node, !node.isRoot {
-                if event.has(InotifyMask.attributes) { directoryAttributesChanged(node, for: watch.subscriber) }
+                if event.has(EventMask.attributes) { directoryAttributesChanged(node, for: watch.subscriber) }
                 continue
             }
             if let change = ChangeTranslation.change(
@@ -281,14 +281,14 @@ final class Router {
             if let node = watch.node {
                 if !event.name.isEmpty {
                     treeEvent(event, at: node, for: watch.subscriber)
-                } else if event.has(InotifyMask.attributes) {
+                } else if event.has(EventMask.attributes) {
                     directoryAttributesChanged(node, for: watch.subscriber)
                 }
             }
         }
     }
 
-    func handleMove(from: InotifyEvent, to: InotifyEvent) {
+    func handleMove(from: BackendEvent, to: BackendEvent) {
         // A move the listing already shows: the directories were watched before it and listed
         // after it (a tree's new directory, most often). Its old name was never known, its new
         // one is, and was reported with the listing: the event is a repeat, as a creation the
@@ -305,21 +305,21 @@ final class Router {
         // and the events read since about what is in it carried its new path. Its arrival was
         // said; its departure alone is news. (Reported as a rename, it would put the consumer's
         // copy of the directory from its old path over what those events said.)
-        let arrivalListed = to.has(InotifyMask.isDirectory) && isListed(to)
+        let arrivalListed = to.has(EventMask.isDirectory) && isListed(to)
         if from.wd == to.wd {
             known[from.wd]?.renamed(
-                from: from.name, to: to.name, isDirectory: to.has(InotifyMask.isDirectory), at: wallNow)
+                from: from.name, to: to.name, isDirectory: to.has(EventMask.isDirectory), at: wallNow)
         } else {
             let moved = known[from.wd]?.takeOut(from.name) ?? nil
-            known[to.wd]?.putIn(to.name, moved, isDirectory: to.has(InotifyMask.isDirectory), at: wallNow)
+            known[to.wd]?.putIn(to.name, moved, isDirectory: to.has(EventMask.isDirectory), at: wallNow)
         }
         if !listings.pending.isEmpty {
             if from.wd == to.wd {
                 listings.pending[from.wd]?.steps.append(
-                    .renamed(from: from.name, to: to.name, isDirectory: to.has(InotifyMask.isDirectory)))
+                    .renamed(from: from.name, to: to.name, isDirectory: to.has(EventMask.isDirectory)))
             } else {
                 listings.pending[from.wd]?.steps.append(.movedOut(from.name))
-                listings.pending[to.wd]?.steps.append(.movedIn(to.name, isDirectory: to.has(InotifyMask.isDirectory)))
+                listings.pending[to.wd]?.steps.append(.movedIn(to.name, isDirectory: to.has(EventMask.isDirectory)))
             }
         }
         if let directory = known[to.wd], directory.lacksInodes && !directory.isDueForLearning {
@@ -338,7 +338,7 @@ final class Router {
                 // A file watch sees both ends when the move stays in its directory; it cares
                 // when either end is its entry (renamed away, or replaced by a rename).
                 guard source.covers(from.name) || target.covers(to.name),
-                    source.mask & InotifyMask.movedFrom != 0 || target.mask & InotifyMask.movedTo != 0
+                    source.mask & EventMask.movedFrom != 0 || target.mask & EventMask.movedTo != 0
                 else { continue }
                 if arrivalListed {
                     if let change = ChangeTranslation.change(
@@ -367,7 +367,7 @@ final class Router {
                 collect(change, for: target.subscriber)
             }
         }
-        if to.has(InotifyMask.isDirectory) {
+        if to.has(EventMask.isDirectory) {
             treeMoved(from: from, to: to, sources: sources, targets: targets, arrivalListed: arrivalListed)
         }
     }
@@ -375,7 +375,7 @@ final class Router {
     /// Whether the entry a move brought in is the one a listing read after it showed already:
     /// its inode, as that listing read it, is still at its name. (One statx, for a directory
     /// moved onto a name known with its inode.)
-    private func isListed(_ arrival: InotifyEvent) -> Bool {
+    private func isListed(_ arrival: BackendEvent) -> Bool {
         guard let target = known[arrival.wd], target.suppressesRepeats, let inode = target.listedInode(arrival.name)
         else { return false }
         return entryInode(Array(arrival.name), in: arrival.wd) == inode

@@ -25,7 +25,7 @@ struct Settler {
     /// What a settling watcher's kernel watch reports whatever it selected: entries coming and
     /// going (to follow them through the batch) and writes and closes (to follow writers).
     static let followedMask =
-        InotifyMask.names | InotifyMask.modify | InotifyMask.closeWrite | InotifyMask.open | InotifyMask.closeNoWrite
+        EventMask.names | EventMask.modify | EventMask.closeWrite | EventMask.open | EventMask.closeNoWrite
 
     private var batch: SettledBatch
     /// Files written and not yet closed after writing, by path.
@@ -163,10 +163,10 @@ struct Settler {
     /// The kinds `selects` passes whatever the mask (opens, reads, closes), checked here.
     private static func isReportable(_ kind: DirectoryChange.Kind, _ mask: UInt32) -> Bool {
         switch kind {
-        case .opened: return mask & InotifyMask.open != 0
-        case .accessed: return mask & InotifyMask.access != 0
-        case .writerClosed: return mask & InotifyMask.closeWrite != 0
-        case .readerClosed: return mask & InotifyMask.closeNoWrite != 0
+        case .opened: return mask & EventMask.open != 0
+        case .accessed: return mask & EventMask.access != 0
+        case .writerClosed: return mask & EventMask.closeWrite != 0
+        case .readerClosed: return mask & EventMask.closeNoWrite != 0
         default: return true
         }
     }

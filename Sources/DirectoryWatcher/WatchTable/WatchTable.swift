@@ -1,13 +1,14 @@
-/// Which subscribers each kernel watch descriptor serves. Loop thread only.
+/// Which subscribers each directory a backend watches serves, by the descriptor the backend
+/// numbered it with. Loop thread only.
 ///
-/// The kernel gives one watch descriptor per inode and instance: a second `inotify_add_watch` on
-/// the same directory returns the same descriptor. So each descriptor keeps its subscribers, the
-/// kernel mask is the union of what they asked for (added with `IN_MASK_ADD`), and the kernel
-/// watch is removed only when the last subscriber leaves.
+/// A backend gives one descriptor per directory (``DirectoryWatchBackend``): watching it again
+/// returns the same descriptor. So each descriptor keeps its subscribers, the backend's mask is
+/// the union of what they asked for, and the backend's watch is let go only when the last
+/// subscriber leaves.
 ///
-/// The kernel mask is never narrowed while the descriptor lives: narrowing means calling
-/// `inotify_add_watch` on the path again, and by then the path may name another inode. Each
-/// subscriber filters the events it did not ask for instead.
+/// The backend's mask is never narrowed while the descriptor lives: narrowing means watching the
+/// path again, and by then the path may name another directory. Each subscriber filters the
+/// events it did not ask for instead.
 struct WatchTable<Subscriber: AnyObject> {
     struct Watch {
         let subscriber: Subscriber
@@ -50,56 +51,33 @@ struct WatchTable<Subscriber: AnyObject> {
     }
 
     private var entries = ByDescriptor<Entry>()
-    let inotifyFD: Int32
+    /// What watches the directories, one at a time.
+    let backend: any DirectoryWatchBackend
+    /// The system calls the router looks at the disk through (listings, an entry's status).
     let system: System
 
-    init(inotifyFD: Int32, system: System) {
-        self.inotifyFD = inotifyFD
+    init(backend: any DirectoryWatchBackend, system: System) {
+        self.backend = backend
         self.system = system
     }
 
-    /// Watches `directory` for `subscriber`, joining the kernel watch when one exists.
-    /// `flags` are kernel-only bits (`IN_ONLYDIR`, `IN_EXCL_UNLINK`) that do not become events.
-    /// `only` narrows the subscriber's interest to one entry of the directory (a file watch).
-    /// `node` gives, for the descriptor the kernel returned, the directory's place in the
-    /// subscriber's tree (a recursive watcher).
+    /// Watches `directory` for `subscriber`, joining the backend's watch when one exists.
+    /// `also` are bits the backend is asked for beyond the subscriber's (a kept snapshot's
+    /// changes of name), which do not reach the subscriber. `only` narrows the subscriber's
+    /// interest to one entry of the directory (a file watch). `node` gives, for the descriptor
+    /// the backend returned, the directory's place in the subscriber's tree (a recursive watcher).
     @discardableResult
     mutating func add(
-        _ subscriber: Subscriber, directory: FileSystemPath, mask: UInt32, flags: UInt32 = 0,
+        _ subscriber: Subscriber, directory: FileSystemPath, mask: UInt32, also: UInt32 = 0,
         only: WatchedEntry? = nil, node: (Int32) -> TreeNode? = { _ in nil }
     ) throws(SyscallError) -> Int32 {
-        let wd = try kernelWatch(directory, mask: mask, flags: flags)
+        let wd = try backend.watch(directory, events: mask | also, followingLinks: true)
         insert(subscriber, wd: wd, directory: directory, mask: mask, only: only, node: node(wd))
         return wd
     }
 
-    /// The kernel half of ``add(_:directory:mask:flags:only:node:)``: the system call alone,
-    /// which touches no state of the table, so a tree's walk can make it from several threads
-    /// and ``insert(_:wd:directory:mask:only:node:)`` the descriptors afterwards, on the loop.
-    /// A path too long for `inotify_add_watch` (past PATH_MAX) is watched through a descriptor
-    /// opened in steps.
-    func kernelWatch(_ directory: FileSystemPath, mask: UInt32, flags: UInt32) throws(SyscallError) -> Int32 {
-        if System.isTooLong(directory) {
-            let fd = try system.openDirectoryReference(
-                directory, followingLinks: flags & InotifyMask.dontFollow == 0)
-            defer { system.close(fd) }
-            return try kernelWatch(openDirectory: fd, mask: mask, flags: flags)
-        }
-        return try system.inotifyAddWatch(inotifyFD, path: directory, mask: mask | flags | InotifyMask.maskAdd)
-    }
-
-    /// Adds (or extends) the kernel watch of the directory open as `directory`, whatever its
-    /// path names by now: the watch is then on exactly the directory that is listed through the
-    /// same descriptor, even when it is renamed between the two. (Through `/proc/self/fd`, a link
-    /// the kernel follows to the open directory itself.)
-    func kernelWatch(openDirectory directory: Int32, mask: UInt32, flags: UInt32) throws(SyscallError) -> Int32 {
-        try system.inotifyAddWatch(
-            inotifyFD, path: FileSystemPath("/proc/self/fd/\(directory)"),
-            mask: mask | (flags & ~InotifyMask.dontFollow) | InotifyMask.maskAdd)
-    }
-
-    /// The table's half of ``add(_:directory:mask:flags:only:node:)``, for a descriptor that
-    /// ``kernelWatch(_:mask:flags:)`` returned.
+    /// The table's half of ``add(_:directory:mask:also:only:node:)``, for a descriptor the backend
+    /// returned to a caller that watched the directory itself (a tree's walk, on several threads).
     mutating func insert(
         _ subscriber: Subscriber, wd: Int32, directory: FileSystemPath, mask: UInt32, only: WatchedEntry? = nil,
         node: TreeNode?
@@ -118,19 +96,18 @@ struct WatchTable<Subscriber: AnyObject> {
         }
     }
 
-    /// Removes `subscriber` from `wd`; removes the kernel watch when no subscriber is left.
-    mutating func remove(_ subscriber: Subscriber, from wd: Int32) {
-        guard var entry = entries[wd] else { return }
+    /// Removes `subscriber` from `wd`. True when no subscriber is left: the caller then lets the
+    /// backend's watch go (the table does not know which backend numbered it).
+    @discardableResult
+    mutating func remove(_ subscriber: Subscriber, from wd: Int32) -> Bool {
+        guard var entry = entries[wd] else { return false }
         entry.watches.removeAll { $0.subscriber === subscriber }
         if entry.watches.isEmpty {
             entries[wd] = nil
-            // EINVAL here means the kernel dropped the watch already (the directory is gone and its
-            // IN_IGNORED is still queued): nothing is left to remove. A fanotify directory has no
-            // kernel watch of its own.
-            if !FanotifyMarks.isFanotify(wd) { try? system.inotifyRemoveWatch(inotifyFD, wd) }
-        } else {
-            entries[wd] = entry
+            return true
         }
+        entries[wd] = entry
+        return false
     }
 
     /// The kernel dropped `wd` (`IN_IGNORED`): forgets it and returns the watches it served.

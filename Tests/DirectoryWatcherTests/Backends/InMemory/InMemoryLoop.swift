@@ -21,7 +21,7 @@ final class InMemoryLoop {
         let system = files.system
         let files = self.files
         router = Router(
-            table: WatchTable(inotifyFD: files.inotifyFD, system: system), pairingWindow: pairingWindow,
+            table: WatchTable(backend: files, system: system), pairingWindow: pairingWindow,
             barrierWD: MemoryFileSystem.barrierWD,
             writeBarrierFile: { () throws(SyscallError) in files.touchBarrier() },
             listDirectory: { path throws(SyscallError) in try Snapshot.read(path, system: system) },
@@ -39,10 +39,10 @@ final class InMemoryLoop {
         let settler = options.settling.map {
             Settler(
                 quietPeriod: $0.quietPeriod.nanoseconds, maximumWait: $0.maximumWait.nanoseconds,
-                reportedMask: options.events.inotifyMask, listsRemovedContents: $0.listsRemovedContents)
+                reportedMask: options.events.eventMask, listsRemovedContents: $0.listsRemovedContents)
         }
         let subscription = Subscription(
-            root: FileSystemPath(root), mask: options.events.inotifyMask, target: .mailbox(Mailbox(mayBlock: true)),
+            root: FileSystemPath(root), mask: options.events.eventMask, target: .mailbox(Mailbox(mayBlock: true)),
             keepsSnapshot: options.recovery == .exact, recursive: options.recursive,
             exclusions: Exclusions(options.excludes), settler: settler, limit: limit ?? Subscription.backlogLimit,
             strictLimit: limit != nil, acknowledgesLater: acknowledgesLater)

@@ -42,7 +42,7 @@ final class FanotifyEventParserTests: XCTestCase {
 
     func testAnEntryEventGivesItsDirectoryAndName() {
         let bytes = event(
-            mask: UInt64(InotifyMask.create | InotifyMask.modify),
+            mask: UInt64(EventMask.create | EventMask.modify),
             information(type: 2, handle: [9, 9, 9, 9, 9, 9, 9, 9], name: Array("report.txt".utf8)),
             information(type: 1, handle: [7, 7, 7, 7]))
         let parsed = parse(bytes)
@@ -52,14 +52,14 @@ final class FanotifyEventParserTests: XCTestCase {
             parsed.events,
             [
                 FanotifyEvent(
-                    mask: UInt64(InotifyMask.create | InotifyMask.modify), directory: handle([9, 9, 9, 9, 9, 9, 9, 9]),
+                    mask: UInt64(EventMask.create | EventMask.modify), directory: handle([9, 9, 9, 9, 9, 9, 9, 9]),
                     name: Array("report.txt".utf8))
             ])
     }
 
     func testADirectorysCreationGivesItsOwnHandleToo() {
         let bytes = event(
-            mask: UInt64(InotifyMask.create) | FanotifyMask.onDirectory,
+            mask: UInt64(EventMask.create) | FanotifyMask.onDirectory,
             information(type: 2, handle: [9, 9, 9, 9, 9, 9, 9, 9], name: Array("report.txt".utf8)),
             information(type: 1, handle: [7, 7, 7, 7]))
         let parsed = parse(bytes)
@@ -68,7 +68,7 @@ final class FanotifyEventParserTests: XCTestCase {
             parsed.events,
             [
                 FanotifyEvent(
-                    mask: UInt64(InotifyMask.create) | FanotifyMask.onDirectory,
+                    mask: UInt64(EventMask.create) | FanotifyMask.onDirectory,
                     directory: handle([9, 9, 9, 9, 9, 9, 9, 9]), name: Array("report.txt".utf8),
                     object: handle([7, 7, 7, 7]))
             ])
@@ -94,12 +94,12 @@ final class FanotifyEventParserTests: XCTestCase {
     /// A handle the record before had is made once; another is not taken for it.
     func testEachRecordKeepsItsOwnDirectory() {
         let bytes =
-            event(mask: UInt64(InotifyMask.create), information(type: 2, handle: [1, 1], name: Array("a".utf8)))
-            + event(mask: UInt64(InotifyMask.create), information(type: 2, handle: [1, 1], name: Array("b".utf8)))
-            + event(mask: UInt64(InotifyMask.create), information(type: 2, handle: [1, 2], name: Array("c".utf8)))
-            + event(mask: UInt64(InotifyMask.create), information(type: 2, handle: [1, 1, 0], name: Array("d".utf8)))
+            event(mask: UInt64(EventMask.create), information(type: 2, handle: [1, 1], name: Array("a".utf8)))
+            + event(mask: UInt64(EventMask.create), information(type: 2, handle: [1, 1], name: Array("b".utf8)))
+            + event(mask: UInt64(EventMask.create), information(type: 2, handle: [1, 2], name: Array("c".utf8)))
+            + event(mask: UInt64(EventMask.create), information(type: 2, handle: [1, 1, 0], name: Array("d".utf8)))
             + event(
-                mask: UInt64(InotifyMask.create),
+                mask: UInt64(EventMask.create),
                 information(type: 2, handle: [1, 1], handleType: 2, name: Array("e".utf8)))
         let parsed = parse(bytes).events
         XCTAssertEqual(parsed.map(\.name), ["a", "b", "c", "d", "e"].map { Array($0.utf8) })
@@ -110,7 +110,7 @@ final class FanotifyEventParserTests: XCTestCase {
     func testAnOverflowHasNoRecordAndSeveralEventsFollowOneAnother() {
         let bytes =
             event(mask: FanotifyMask.queueOverflow)
-            + event(mask: UInt64(InotifyMask.attributes), information(type: 2, handle: [3], name: Array(".".utf8)))
+            + event(mask: UInt64(EventMask.attributes), information(type: 2, handle: [3], name: Array(".".utf8)))
         let parsed = parse(bytes)
         XCTAssertFalse(parsed.isMalformed)
         XCTAssertEqual(parsed.events.count, 2)
@@ -119,13 +119,13 @@ final class FanotifyEventParserTests: XCTestCase {
     }
 
     func testADescriptorTheKernelOpenedIsHandedBackToClose() {
-        XCTAssertEqual(parse(event(mask: UInt64(InotifyMask.modify), fd: 17)).descriptors, [17])
-        XCTAssertEqual(parse(event(mask: UInt64(InotifyMask.modify))).descriptors, [])
+        XCTAssertEqual(parse(event(mask: UInt64(EventMask.modify), fd: 17)).descriptors, [17])
+        XCTAssertEqual(parse(event(mask: UInt64(EventMask.modify))).descriptors, [])
     }
 
     func testEveryLengthIsCheckedAgainstTheBytesRead() {
         let whole = event(
-            mask: UInt64(InotifyMask.create), information(type: 2, handle: [1, 2, 3, 4], name: Array("name".utf8)))
+            mask: UInt64(EventMask.create), information(type: 2, handle: [1, 2, 3, 4], name: Array("name".utf8)))
         // Cut anywhere: a record that does not fit is reported, and nothing past the read is read.
         for cut in 1..<whole.count {
             let parsed = parse(Array(whole[..<cut]))
@@ -144,7 +144,7 @@ final class FanotifyEventParserTests: XCTestCase {
         zeroLength[24 + 3] = 0
         XCTAssertTrue(parse(zeroLength).isMalformed)
         // Another metadata version is not read as this one.
-        XCTAssertTrue(parse(event(mask: UInt64(InotifyMask.create), version: 4)).isMalformed)
+        XCTAssertTrue(parse(event(mask: UInt64(EventMask.create), version: 4)).isMalformed)
         // An event length shorter than its metadata, or past the read.
         var short = whole
         short[0] = 8
@@ -179,7 +179,7 @@ final class FanotifyEventParserTests: XCTestCase {
             XCTAssertFalse(parsed.isMalformed)
             found = parsed.events.first { $0.directory == expected && $0.name == Array("made".utf8) }
         }
-        XCTAssertNotEqual((found?.mask ?? 0) & UInt64(InotifyMask.create), 0)
+        XCTAssertNotEqual((found?.mask ?? 0) & UInt64(EventMask.create), 0)
         XCTAssertNotNil(found?.object, "the new directory's own handle (FAN_REPORT_TARGET_FID)")
     }
 }

@@ -11,10 +11,10 @@ enum FanotifyTranslation {
     /// write are added only for a watcher that asked for them (they are every read of the whole
     /// file system).
     static let baseMask: UInt64 =
-        UInt64(InotifyMask.create | InotifyMask.delete | InotifyMask.modify | InotifyMask.attributes)
-        | UInt64(InotifyMask.deleteSelf | InotifyMask.moveSelf) | FanotifyMask.rename | FanotifyMask.onDirectory
+        UInt64(EventMask.create | EventMask.delete | EventMask.modify | EventMask.attributes)
+        | UInt64(EventMask.deleteSelf | EventMask.moveSelf) | FanotifyMask.rename | FanotifyMask.onDirectory
     /// The bits of a watcher's selection a mark adds beyond ``baseMask``.
-    static let optionalBits = InotifyMask.open | InotifyMask.access | InotifyMask.closeNoWrite | InotifyMask.closeWrite
+    static let optionalBits = EventMask.open | EventMask.access | EventMask.closeNoWrite | EventMask.closeWrite
 
     /// The mark's mask for a watcher that selected `mask` (inotify bits).
     static func markMask(selecting mask: UInt32) -> UInt64 {
@@ -24,8 +24,8 @@ enum FanotifyTranslation {
     /// In the order they are reported: creation first, then what is done to the entry, then its
     /// removal.
     private static let order: [UInt32] = [
-        InotifyMask.create, InotifyMask.open, InotifyMask.access, InotifyMask.modify, InotifyMask.attributes,
-        InotifyMask.closeNoWrite, InotifyMask.closeWrite, InotifyMask.delete,
+        EventMask.create, EventMask.open, EventMask.access, EventMask.modify, EventMask.attributes,
+        EventMask.closeNoWrite, EventMask.closeWrite, EventMask.delete,
     ]
 
     /// The inotify events, one bit each (and `IN_ISDIR` for a directory), that a record about an
@@ -40,12 +40,12 @@ enum FanotifyTranslation {
     @inline(__always)
     static func forEachEntryEvent(_ mask: UInt64, exists: () -> Bool, _ body: (UInt32) -> Void) {
         let bits = UInt32(truncatingIfNeeded: mask)
-        let directory = mask & FanotifyMask.onDirectory != 0 ? InotifyMask.isDirectory : 0
+        let directory = mask & FanotifyMask.onDirectory != 0 ? EventMask.isDirectory : 0
         // The common record is one bit, or a creation with what followed it.
-        let replaced = bits & InotifyMask.create != 0 && bits & InotifyMask.delete != 0 && exists()
-        if replaced { body(InotifyMask.delete | directory) }
+        let replaced = bits & EventMask.create != 0 && bits & EventMask.delete != 0 && exists()
+        if replaced { body(EventMask.delete | directory) }
         for bit in order where bits & bit != 0 {
-            if replaced && bit == InotifyMask.delete { continue }
+            if replaced && bit == EventMask.delete { continue }
             body(bit | directory)
         }
     }
@@ -55,15 +55,15 @@ enum FanotifyTranslation {
     static func directoryEvents(_ mask: UInt64) -> [UInt32] {
         let bits = UInt32(truncatingIfNeeded: mask)
         var events: [UInt32] = []
-        for bit in [InotifyMask.attributes, InotifyMask.open, InotifyMask.access, InotifyMask.closeNoWrite]
+        for bit in [EventMask.attributes, EventMask.open, EventMask.access, EventMask.closeNoWrite]
         where bits & bit != 0 {
-            events.append(bit | InotifyMask.isDirectory)
+            events.append(bit | EventMask.isDirectory)
         }
         // Removed wins over moved: a directory moved and then removed is gone.
-        if bits & InotifyMask.deleteSelf != 0 {
-            events.append(InotifyMask.deleteSelf | InotifyMask.isDirectory)
-        } else if bits & InotifyMask.moveSelf != 0 {
-            events.append(InotifyMask.moveSelf | InotifyMask.isDirectory)
+        if bits & EventMask.deleteSelf != 0 {
+            events.append(EventMask.deleteSelf | EventMask.isDirectory)
+        } else if bits & EventMask.moveSelf != 0 {
+            events.append(EventMask.moveSelf | EventMask.isDirectory)
         }
         return events
     }

@@ -10,7 +10,7 @@ enum InotifyEventParser {
     static let headerSize = 16
 
     struct Result: Equatable {
-        var events: [InotifyEvent]
+        var events: [BackendEvent]
         /// Bytes at the end that did not form a whole record (0 for anything the kernel writes).
         var malformedTrailingBytes: Int
     }
@@ -20,7 +20,7 @@ enum InotifyEventParser {
         // rather than one per name. (An event held back for rename pairing keeps its read's copy
         // alive while it waits.)
         let storage = [UInt8](bytes)
-        var events: [InotifyEvent] = []
+        var events: [BackendEvent] = []
         events.reserveCapacity(recordCount(bytes))
         var offset = 0
         while bytes.count - offset >= headerSize {
@@ -32,7 +32,7 @@ enum InotifyEventParser {
             guard length <= bytes.count - nameStart else { break }
             let nameEnd = nameStart + nameLength(bytes, from: nameStart, upTo: length)
             events.append(
-                InotifyEvent(wd: wd, mask: mask, cookie: cookie, nameIn: storage, at: nameStart..<nameEnd))
+                BackendEvent(wd: wd, mask: mask, cookie: cookie, nameIn: storage, at: nameStart..<nameEnd))
             offset = nameStart + length
         }
         return Result(events: events, malformedTrailingBytes: bytes.count - offset)

@@ -28,24 +28,24 @@ final class InotifyEventParserTests: XCTestCase {
 
     func testRecordsOfDifferentLengthsFollowOneAnother() {
         let bytes =
-            record(wd: 1, mask: InotifyMask.create, name: Array("a".utf8))
-            + record(wd: 2, mask: InotifyMask.deleteSelf)
-            + record(wd: 1, mask: InotifyMask.movedFrom, cookie: 77, name: Array("a-much-longer-name.txt".utf8))
+            record(wd: 1, mask: EventMask.create, name: Array("a".utf8))
+            + record(wd: 2, mask: EventMask.deleteSelf)
+            + record(wd: 1, mask: EventMask.movedFrom, cookie: 77, name: Array("a-much-longer-name.txt".utf8))
         XCTAssertEqual(
             parse(bytes),
             .init(
                 events: [
-                    InotifyEvent(wd: 1, mask: InotifyMask.create, name: Array("a".utf8)),
-                    InotifyEvent(wd: 2, mask: InotifyMask.deleteSelf),
-                    InotifyEvent(
-                        wd: 1, mask: InotifyMask.movedFrom, cookie: 77, name: Array("a-much-longer-name.txt".utf8)),
+                    BackendEvent(wd: 1, mask: EventMask.create, name: Array("a".utf8)),
+                    BackendEvent(wd: 2, mask: EventMask.deleteSelf),
+                    BackendEvent(
+                        wd: 1, mask: EventMask.movedFrom, cookie: 77, name: Array("a-much-longer-name.txt".utf8)),
                 ], malformedTrailingBytes: 0))
     }
 
     func testAFullReadOfRecordsComesOutWholeAndInOrder() {
         let names = (0..<3000).map { Array("entry-\($0)".utf8) }
         let bytes = names.enumerated().flatMap {
-            record(wd: Int32($0.offset), mask: InotifyMask.create, name: $0.element)
+            record(wd: Int32($0.offset), mask: EventMask.create, name: $0.element)
         }
         let result = parse(bytes + [0, 0, 0])
         XCTAssertEqual(result.events.map(\.wd), (0..<3000).map { Int32($0) })
@@ -54,27 +54,27 @@ final class InotifyEventParserTests: XCTestCase {
     }
 
     func testOverflowRecordHasDescriptorMinusOne() {
-        let events = parse(record(wd: -1, mask: InotifyMask.queueOverflow)).events
+        let events = parse(record(wd: -1, mask: EventMask.queueOverflow)).events
         XCTAssertEqual(events.count, 1)
         XCTAssertTrue(events[0].isOverflow)
     }
 
     func testNamesKeepBytesThatAreNotUTF8() {
         let name: [UInt8] = [0x66, 0xFF, 0xFE, 0x0A, 0x1B]
-        XCTAssertEqual(parse(record(wd: 3, mask: InotifyMask.create, name: name)).events.first?.name, name[...])
+        XCTAssertEqual(parse(record(wd: 3, mask: EventMask.create, name: name)).events.first?.name, name[...])
     }
 
     func testNameFillingItsWholeLengthNeedsNoTerminator() {
         let name = Array("exactly-16-bytes".utf8)
         XCTAssertEqual(
-            parse(record(wd: 3, mask: InotifyMask.create, name: name, paddedLength: 16)).events.first?.name, name[...])
+            parse(record(wd: 3, mask: EventMask.create, name: name, paddedLength: 16)).events.first?.name, name[...])
     }
 
     func testNamesOutliveTheBufferTheyWereReadInto() {
         // The loop reads every batch into the same buffer: a name must not point into it.
         var buffer =
-            record(wd: 1, mask: InotifyMask.movedFrom, cookie: 4, name: Array("first".utf8))
-            + record(wd: 1, mask: InotifyMask.create, name: Array("second".utf8))
+            record(wd: 1, mask: EventMask.movedFrom, cookie: 4, name: Array("first".utf8))
+            + record(wd: 1, mask: EventMask.create, name: Array("second".utf8))
         let events = buffer.withUnsafeBytes { InotifyEventParser.parse($0) }.events
         for index in buffer.indices { buffer[index] = 0xEE }
         XCTAssertEqual(events.map { Array($0.name) }, [Array("first".utf8), Array("second".utf8)])
@@ -82,28 +82,28 @@ final class InotifyEventParserTests: XCTestCase {
 
     func testNameEndsAtTheFirstNul() {
         // The kernel pads with NULs only; a name still ends at the first one whatever follows.
-        var bytes = record(wd: 3, mask: InotifyMask.create, name: Array("ab".utf8), paddedLength: 16)
+        var bytes = record(wd: 3, mask: EventMask.create, name: Array("ab".utf8), paddedLength: 16)
         bytes[InotifyEventParser.headerSize + 5] = UInt8(ascii: "z")
-        XCTAssertEqual(parse(bytes).events, [InotifyEvent(wd: 3, mask: InotifyMask.create, name: Array("ab".utf8))])
+        XCTAssertEqual(parse(bytes).events, [BackendEvent(wd: 3, mask: EventMask.create, name: Array("ab".utf8))])
     }
 
     func testRecordsAtOddOffsetsAreReadUnaligned() {
         // A buffer that starts one byte into an allocation: every field load is misaligned.
-        let bytes = [0xAA] + record(wd: 9, mask: InotifyMask.modify, name: Array("x".utf8))
+        let bytes = [0xAA] + record(wd: 9, mask: EventMask.modify, name: Array("x".utf8))
         let events = bytes.withUnsafeBytes { InotifyEventParser.parse(UnsafeRawBufferPointer(rebasing: $0[1...])) }
             .events
-        XCTAssertEqual(events, [InotifyEvent(wd: 9, mask: InotifyMask.modify, name: Array("x".utf8))])
+        XCTAssertEqual(events, [BackendEvent(wd: 9, mask: EventMask.modify, name: Array("x".utf8))])
     }
 
     func testTruncatedHeaderIsReportedNotRead() {
-        let whole = record(wd: 1, mask: InotifyMask.create, name: Array("ok".utf8))
+        let whole = record(wd: 1, mask: EventMask.create, name: Array("ok".utf8))
         let result = parse(whole + [1, 2, 3, 4, 5])
         XCTAssertEqual(result.events.count, 1)
         XCTAssertEqual(result.malformedTrailingBytes, 5)
     }
 
     func testLengthBeyondTheBufferIsReportedNotRead() {
-        var bytes = record(wd: 1, mask: InotifyMask.create, name: Array("name".utf8))
+        var bytes = record(wd: 1, mask: EventMask.create, name: Array("name".utf8))
         bytes.removeLast(4)  // the header still says 16 name bytes
         let result = parse(bytes)
         XCTAssertEqual(result.events, [])
@@ -111,7 +111,7 @@ final class InotifyEventParserTests: XCTestCase {
     }
 
     func testHugeLengthDoesNotOverflowArithmetic() {
-        var bytes = record(wd: 1, mask: InotifyMask.create)
+        var bytes = record(wd: 1, mask: EventMask.create)
         bytes.replaceSubrange(12..<16, with: [0xFF, 0xFF, 0xFF, 0xFF])
         XCTAssertEqual(parse(bytes).events, [])
     }

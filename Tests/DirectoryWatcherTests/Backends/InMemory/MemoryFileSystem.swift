@@ -4,9 +4,11 @@ import Glibc
 
 @testable import DirectoryWatcher
 
-/// A file system held in memory, with inotify's semantics, behind the library's system-call table
-/// (``SystemCalls``): what the in-memory backend's tests run the router against, with no kernel
-/// and no thread.
+/// The in-memory backend: a file system held in memory, whose directories are watched through
+/// ``DirectoryWatchBackend`` as inotify's are (one descriptor per directory, its events queued
+/// in the kernel's order), and listed through the library's system-call table (``SystemCalls``:
+/// `open`, `getdents64`, `statx`, `close`): what the router runs against in the in-memory tests,
+/// with no kernel and no thread.
 ///
 /// Each change a test makes (``mkdir(_:)``, ``create(_:)``, ``rename(_:to:)``, …) queues the
 /// events the kernel would queue for it, in the kernel's order, on the watched directories only:
@@ -52,12 +54,10 @@ final class MemoryFileSystem: @unchecked Sendable {
         var position = 0
     }
 
-    /// The inotify descriptor the router's watch table is given.
-    let inotifyFD: Int32 = 9_000
     /// The watch descriptor of the loop's barrier file: events the barrier writes queue on it.
     static let barrierWD: Int32 = 999_999
 
-    private let lock = NSLock()
+    let lock = NSLock()
     private let root: Node
     private var nextInode: UInt64 = 2
     /// The file system's clock: each change advances it, and is stamped with it (modification,
@@ -67,7 +67,7 @@ final class MemoryFileSystem: @unchecked Sendable {
     private var nextWD: Int32 = 1
     private var open: [Int32: OpenDirectory] = [:]
     private var nextFD: Int32 = 10_000
-    private var events: [InotifyEvent] = []
+    private var events: [BackendEvent] = []
     private var overflowQueued = false
     private var nextCookie: UInt32 = 1
 
@@ -101,10 +101,10 @@ final class MemoryFileSystem: @unchecked Sendable {
         let node = make(path, isDirectory: false)
         lock.withLock {
             guard let parent = node.parent else { return }
-            emit(parent, UInt32(IN_OPEN), name: node.name)
-            emit(node, UInt32(IN_OPEN))
-            emit(parent, UInt32(IN_CLOSE_WRITE), name: node.name)
-            emit(node, UInt32(IN_CLOSE_WRITE))
+            emit(parent, EventMask.open, name: node.name)
+            emit(node, EventMask.open)
+            emit(parent, EventMask.closeWrite, name: node.name)
+            emit(node, EventMask.closeWrite)
         }
     }
 
@@ -123,10 +123,10 @@ final class MemoryFileSystem: @unchecked Sendable {
             node.modified = clock
             node.changed = clock
             guard let parent = node.parent else { return }
-            emit(parent, UInt32(IN_OPEN), name: node.name)
-            emit(node, UInt32(IN_OPEN))
-            emit(parent, UInt32(IN_MODIFY), name: node.name)
-            emit(node, UInt32(IN_MODIFY))
+            emit(parent, EventMask.open, name: node.name)
+            emit(node, EventMask.open)
+            emit(parent, EventMask.modify, name: node.name)
+            emit(node, EventMask.modify)
         }
     }
 
@@ -135,8 +135,8 @@ final class MemoryFileSystem: @unchecked Sendable {
         lock.withLock {
             let node = existing(path)
             guard let parent = node.parent else { return }
-            emit(parent, UInt32(IN_CLOSE_WRITE), name: node.name)
-            emit(node, UInt32(IN_CLOSE_WRITE))
+            emit(parent, EventMask.closeWrite, name: node.name)
+            emit(node, EventMask.closeWrite)
         }
     }
 
@@ -147,8 +147,8 @@ final class MemoryFileSystem: @unchecked Sendable {
             tick()
             node.permissions = permissions
             node.changed = clock
-            if let parent = node.parent { emit(parent, UInt32(IN_ATTRIB) | isDirectoryBit(node), name: node.name) }
-            emit(node, UInt32(IN_ATTRIB))
+            if let parent = node.parent { emit(parent, EventMask.attributes | isDirectoryBit(node), name: node.name) }
+            emit(node, EventMask.attributes)
         }
     }
 
@@ -167,7 +167,7 @@ final class MemoryFileSystem: @unchecked Sendable {
             if let replaced = parent.children[name] {
                 precondition(!replaced.isDirectory && !node.isDirectory, "\(to): only a file replaces a file")
                 replaced.parent = nil
-                if let wd = replaced.wd { endWatch(wd, selfMask: UInt32(IN_DELETE_SELF)) }
+                if let wd = replaced.wd { endWatch(wd, selfMask: EventMask.deleteSelf) }
             }
             precondition(!isInside(parent, node), "\(to) is inside \(from)")
             let oldParent = node.parent!
@@ -180,9 +180,9 @@ final class MemoryFileSystem: @unchecked Sendable {
             node.parent = parent
             node.changed = clock
             parent.children[name] = node
-            emit(oldParent, UInt32(IN_MOVED_FROM) | isDirectoryBit(node), cookie: cookie, name: oldName)
-            emit(parent, UInt32(IN_MOVED_TO) | isDirectoryBit(node), cookie: cookie, name: name)
-            emit(node, UInt32(IN_MOVE_SELF))
+            emit(oldParent, EventMask.movedFrom | isDirectoryBit(node), cookie: cookie, name: oldName)
+            emit(parent, EventMask.movedTo | isDirectoryBit(node), cookie: cookie, name: name)
+            emit(node, EventMask.moveSelf)
         }
     }
 
@@ -214,7 +214,7 @@ final class MemoryFileSystem: @unchecked Sendable {
     var queued: Int { lock.withLock { events.count } }
 
     /// Takes up to `limit` queued events, as a read does.
-    func read(upTo limit: Int = .max) -> [InotifyEvent] {
+    func read(upTo limit: Int = .max) -> [BackendEvent] {
         lock.withLock {
             let taken = Array(events.prefix(limit))
             events.removeFirst(taken.count)
@@ -225,7 +225,7 @@ final class MemoryFileSystem: @unchecked Sendable {
 
     /// Queues the event of a barrier write: the loop's own file, touched.
     func touchBarrier() {
-        lock.withLock { enqueue(InotifyEvent(wd: Self.barrierWD, mask: UInt32(IN_ATTRIB))) }
+        lock.withLock { enqueue(BackendEvent(wd: Self.barrierWD, mask: EventMask.attributes)) }
     }
 
     /// The directories watched now, by path.
@@ -241,8 +241,6 @@ final class MemoryFileSystem: @unchecked Sendable {
     /// The system-call table over this file system.
     var system: System {
         var calls = SystemCalls.unavailable
-        calls.inotifyAddWatch = { [self] _, path, mask in lock.withLock { addWatch(String(cString: path), mask) } }
-        calls.inotifyRmWatch = { [self] _, wd in lock.withLock { removeWatch(wd) } }
         calls.openDirectory = { [self] path, _ in lock.withLock { openDirectory(String(cString: path)) } }
         calls.openDirectoryAt = { [self] directory, path, _ in
             lock.withLock { openDirectory(String(cString: path), relativeTo: directory) }
@@ -284,7 +282,7 @@ final class MemoryFileSystem: @unchecked Sendable {
             node.parent = parent
             parent.children[name] = node
             parent.modified = clock
-            emit(parent, UInt32(IN_CREATE) | isDirectoryBit(node), name: name)
+            emit(parent, EventMask.create | isDirectoryBit(node), name: name)
             return node
         }
     }
@@ -297,38 +295,38 @@ final class MemoryFileSystem: @unchecked Sendable {
         tick()
         parent.children[node.name] = nil
         node.parent = nil
-        if let wd = node.wd { endWatch(wd, selfMask: UInt32(IN_DELETE_SELF)) }
-        emit(parent, UInt32(IN_DELETE) | isDirectoryBit(node), name: node.name)
+        if let wd = node.wd { endWatch(wd, selfMask: EventMask.deleteSelf) }
+        emit(parent, EventMask.delete | isDirectoryBit(node), name: node.name)
     }
 
     /// The kernel's end of a watch whose inode is gone: its own event, then `IN_IGNORED`.
     private func endWatch(_ wd: Int32, selfMask: UInt32) {
         guard let watch = watches[wd] else { return }
         emit(watch.node, selfMask)
-        enqueue(InotifyEvent(wd: wd, mask: UInt32(IN_IGNORED)))
+        enqueue(BackendEvent(wd: wd, mask: EventMask.ignored))
         watch.node.wd = nil
         watches[wd] = nil
     }
 
     private func tick() { clock += 1 }
 
-    private func isDirectoryBit(_ node: Node) -> UInt32 { node.isDirectory ? UInt32(IN_ISDIR) : 0 }
+    private func isDirectoryBit(_ node: Node) -> UInt32 { node.isDirectory ? EventMask.isDirectory : 0 }
 
     /// Queues an event on `node`'s watch, if it has one that asked for it.
     private func emit(_ node: Node, _ mask: UInt32, cookie: UInt32 = 0, name: [UInt8] = []) {
         guard let wd = node.wd, let watch = watches[wd] else { return }
-        let kind = mask & ~UInt32(IN_ISDIR)
-        let always = UInt32(IN_IGNORED | IN_UNMOUNT)
+        let kind = mask & ~EventMask.isDirectory
+        let always = EventMask.ignored | EventMask.unmount
         guard kind & (watch.mask | always) != 0 else { return }
-        enqueue(InotifyEvent(wd: wd, mask: mask, cookie: cookie, name: name))
+        enqueue(BackendEvent(wd: wd, mask: mask, cookie: cookie, name: name))
     }
 
     /// Adds an event to the queue, as the kernel does: an event like the last one queued is
     /// merged into it, and a full queue takes one overflow event and drops the rest.
-    private func enqueue(_ event: InotifyEvent) {
+    private func enqueue(_ event: BackendEvent) {
         if overflowQueued { return }
         if events.count >= queueCapacity {
-            events.append(InotifyEvent(wd: -1, mask: UInt32(IN_Q_OVERFLOW)))
+            events.append(BackendEvent(wd: -1, mask: EventMask.queueOverflow))
             overflowQueued = true
             return
         }
@@ -345,8 +343,11 @@ final class MemoryFileSystem: @unchecked Sendable {
         path.split(separator: "/").map { Array($0.utf8) }
     }
 
+    /// The directory open as `fd`.
+    func openNode(_ fd: Int32) -> Node? { open[fd]?.node }
+
     /// The node at `path`, or at a `/proc/self/fd/N` link to an open directory.
-    private func find(_ path: String) -> Node? {
+    func find(_ path: String) -> Node? {
         if path.hasPrefix("/proc/self/fd/") {
             return Int32(path.dropFirst("/proc/self/fd/".count)).flatMap { open[$0]?.node }
         }
@@ -410,15 +411,18 @@ final class MemoryFileSystem: @unchecked Sendable {
         return node.isDirectory ? 0 : ENOTDIR
     }
 
-    private func addWatch(_ path: String, _ mask: UInt32) -> Int32 {
-        guard let node = find(path) else { return fail(path.hasPrefix("/proc/") ? ENOENT : lookUpFailure(path)) }
-        if mask & UInt32(IN_ONLYDIR) != 0 && !node.isDirectory { return fail(ENOTDIR) }
-        let events = mask & UInt32(0xfff) /* IN_ALL_EVENTS */
+    /// A watch of `node` (nil: `path` names no directory), as a directory watch of inotify's
+    /// is: one descriptor per directory, its events added to.
+    private func addWatch(_ node: Node?, orFailureOf path: String, _ events: UInt32) throws(SyscallError) -> Int32 {
+        guard let node else {
+            throw SyscallError(function: "watch", errno: path.hasPrefix("/proc/") ? ENOENT : lookUpFailure(path))
+        }
+        guard node.isDirectory else { throw SyscallError(function: "watch", errno: ENOTDIR) }
         if let wd = node.wd, let watch = watches[wd] {
-            watches[wd] = (node, mask & UInt32(IN_MASK_ADD) != 0 ? watch.mask | events : events)
+            watches[wd] = (node, watch.mask | events)
             return wd
         }
-        guard watches.count < watchLimit else { return fail(ENOSPC) }
+        guard watches.count < watchLimit else { throw SyscallError(function: "watch", errno: ENOSPC) }
         let wd = nextWD
         nextWD += 1
         watches[wd] = (node, events)
@@ -426,11 +430,10 @@ final class MemoryFileSystem: @unchecked Sendable {
         return wd
     }
 
-    private func removeWatch(_ wd: Int32) -> Int32 {
-        guard let watch = watches.removeValue(forKey: wd) else { return fail(EINVAL) }
+    private func removeWatch(_ wd: Int32) {
+        guard let watch = watches.removeValue(forKey: wd) else { return }
         watch.node.wd = nil
-        enqueue(InotifyEvent(wd: wd, mask: UInt32(IN_IGNORED)))
-        return 0
+        enqueue(BackendEvent(wd: wd, mask: EventMask.ignored))
     }
 
     private func openDirectory(_ path: String, relativeTo directory: Int32? = nil) -> Int32 {
@@ -536,4 +539,22 @@ extension SystemCalls {
             fanotifyMarkFileSystem: { _, _, _, _ in none() }, nameToHandle: { _, _, _, _, _ in none() },
             openByHandle: { _, _, _, _ in none() }, fileSystemID: { _, _ in none() }, pollNow: { _, _ in none() })
     }()
+}
+
+extension MemoryFileSystem: DirectoryWatchBackend {
+    func watch(_ path: FileSystemPath, events: UInt32, followingLinks: Bool) throws(SyscallError) -> Int32 {
+        lock.lock()
+        defer { lock.unlock() }
+        return try addWatch(find(path.description), orFailureOf: path.description, events)
+    }
+
+    func watch(openDirectory directory: Int32, events: UInt32) throws(SyscallError) -> Int32 {
+        lock.lock()
+        defer { lock.unlock() }
+        return try addWatch(openNode(directory), orFailureOf: "/proc/self/fd/\(directory)", events)
+    }
+
+    func unwatch(_ descriptor: Int32) {
+        lock.withLock { removeWatch(descriptor) }
+    }
 }

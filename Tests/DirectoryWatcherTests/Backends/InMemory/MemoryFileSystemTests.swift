@@ -9,8 +9,8 @@ import XCTest
 final class MemoryFileSystemTests: XCTestCase {
     private let files = MemoryFileSystem()
 
-    private func watch(_ path: String, _ mask: UInt32 = 0xfff /* IN_ALL_EVENTS */) throws -> Int32 {
-        try files.system.inotifyAddWatch(files.inotifyFD, path: FileSystemPath(path), mask: mask)
+    private func watch(_ path: String, _ mask: UInt32 = 0xfff) throws -> Int32 {
+        try files.watch(FileSystemPath(path), events: mask, followingLinks: true)
     }
 
     func testAChangeInADirectoryNotWatchedIsSilentAndAWatchedOneQueuesTheKernelsEvents() throws {

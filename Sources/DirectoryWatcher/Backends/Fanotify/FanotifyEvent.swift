@@ -78,7 +78,7 @@ struct FanotifyEvent: Equatable, Sendable {
     /// `FAN_REPORT_TARGET_FID`, since 5.17); nil for any other record.
     var object: KernelHandle?
     /// Holds the names at their ranges: for a parsed event, one copy of the bytes its read
-    /// returned, shared by every event of that read (as ``InotifyEvent`` shares its read's).
+    /// returned, shared by every event of that read (as ``BackendEvent`` shares its read's).
     var storage: [UInt8] = []
     var nameRange: Range<Int> = 0..<0
     var newNameRange: Range<Int> = 0..<0
@@ -100,8 +100,8 @@ struct FanotifyEvent: Equatable, Sendable {
     var newName: [UInt8] { Array(storage[newNameRange]) }
 
     /// The inotify event with this record's name (the new one, `renamed`), sharing its bytes.
-    func inotifyEvent(wd: Int32, mask: UInt32, cookie: UInt32 = 0, renamed: Bool = false) -> InotifyEvent {
-        InotifyEvent(wd: wd, mask: mask, cookie: cookie, nameIn: storage, at: renamed ? newNameRange : nameRange)
+    func inotifyEvent(wd: Int32, mask: UInt32, cookie: UInt32 = 0, renamed: Bool = false) -> BackendEvent {
+        BackendEvent(wd: wd, mask: mask, cookie: cookie, nameIn: storage, at: renamed ? newNameRange : nameRange)
     }
 
     static func == (lhs: FanotifyEvent, rhs: FanotifyEvent) -> Bool {
@@ -210,7 +210,7 @@ enum FanotifyEventParser {
                 // directory by it) and a rename (an exchange's halves move two entries, a rename
                 // and its way back one). Every other record's copy would cost an allocation an
                 // event.
-                let creation = UInt64(InotifyMask.create) | FanotifyMask.onDirectory
+                let creation = UInt64(EventMask.create) | FanotifyMask.onDirectory
                 guard event.mask & creation == creation || event.mask & FanotifyMask.rename != 0 else { break }
                 var unshared: KernelHandle?
                 guard let handle = handle(record, named: false, previous: &unshared) else { return false }
