@@ -195,8 +195,6 @@ private final class Session: DirectoryWatcherDelegate, @unchecked Sendable {
         }
     }
 
-    func directoryDidChange(_ watcher: DirectoryWatcher) {}
-
     func directoryWatcher(_ watcher: DirectoryWatcher, didObserve changes: [DirectoryChange]) {
         let gone = changes.filter { $0.kind == .rootRemoved || $0.kind == .rootMoved }.count
         var bytes: [UInt8] = []

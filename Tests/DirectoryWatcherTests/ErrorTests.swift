@@ -25,6 +25,23 @@ final class ErrorTests: WatchedDirectoryTestCase {
         XCTAssertEqual(error?.description, #"cannot watch "": the path is empty; pass a directory such as ".""#)
     }
 
+    /// Before, a queue with `Delivery.eventLoopThread` stopped the process (a precondition);
+    /// every other option that cannot be used throws.
+    func testAQueueWithDeliveryOnTheLoopsThreadIsRefused() {
+        let options = DirectoryWatcher.Options(delivery: .eventLoopThread)
+        XCTAssertThrowsError(
+            try DirectoryWatcher.watchFolder(
+                path: directory.path, options: options, delegate: Recorder(), queue: .main)
+        ) { error in
+            let error = error as? DirectoryWatcherError
+            XCTAssertEqual(error?.code, .invalidOption)
+            XCTAssertEqual(error?.path, directory.path)
+            XCTAssertTrue(
+                error?.description.contains("Delivery.eventLoopThread") ?? false, "\(String(describing: error))")
+        }
+        XCTAssertThrowsError(try DirectoryWatcher(path: directory.path, options: options, queue: .main) { _ in })
+    }
+
     func testMissingPath() {
         let missing = directory.url("not-here")
         let error = watchError(missing)

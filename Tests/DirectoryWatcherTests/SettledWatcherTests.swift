@@ -433,6 +433,5 @@ final class SettledWatcherTests: XCTestCase {
 final class ClosureRecorder: DirectoryWatcherDelegate, Sendable {
     let body: @Sendable ([DirectoryChange]) -> Void
     init(_ body: @escaping @Sendable ([DirectoryChange]) -> Void) { self.body = body }
-    func directoryDidChange(_ watcher: DirectoryWatcher) {}
     func directoryWatcher(_ watcher: DirectoryWatcher, didObserve changes: [DirectoryChange]) { body(changes) }
 }

@@ -149,8 +149,6 @@ private final class StreamDelegate: DirectoryWatcherDelegate, Sendable {
         self.continuation = continuation
     }
 
-    func directoryDidChange(_ watcher: DirectoryWatcher) {}
-
     func directoryWatcher(_ watcher: DirectoryWatcher, didObserve changes: [DirectoryChange]) {
         for change in changes { continuation.yield(change) }
         if changes.contains(where: ChangeTranslation.endsWatch) {

@@ -60,66 +60,48 @@ extension DirectoryWatcher {
         retain(ClosureDelegate(handler))
     }
 
-    /// Starts watching the directory at `path`; callbacks run on the library's threads (see
-    /// ``Delivery/automatic``).
+    /// Starts watching the directory at `path`: the sample's factory, with what it reports and
+    /// where its callbacks run as options.
     ///
-    /// - Parameters:
-    ///   - path: A directory, absolute or relative to the current directory.
-    ///   - delegate: Told about changes; held weakly.
-    /// - Throws: ``DirectoryWatcherError``, naming the path and the cause.
-    public static func watchFolder(path: String, delegate: any DirectoryWatcherDelegate) throws(DirectoryWatcherError)
-        -> DirectoryWatcher
-    {
-        try make(path: path, delegate: delegate, queue: nil)
-    }
-
-    /// Starts watching the directory at `path`; callbacks run on `queue`.
+    /// ```swift
+    /// watcher = try DirectoryWatcher.watchFolder(path: "/srv/uploads", delegate: self)
+    /// let options = DirectoryWatcher.Options(events: [.created, .removed])
+    /// watcher = try DirectoryWatcher.watchFolder(path: "/srv/uploads", options: options, delegate: self, queue: .main)
+    /// ```
     ///
     /// Callbacks of one watcher never overlap and come in kernel order, even on a concurrent
     /// queue: each watcher delivers through a serial queue that targets `queue`. Pass
     /// `DispatchQueue.main` to be called on the main thread, as the sample's run-loop source was
     /// (the main queue must be serviced: `dispatchMain()`, a run loop, or an app framework).
-    public static func watchFolder(
-        path: String, delegate: any DirectoryWatcherDelegate, queue: DispatchQueue
-    ) throws(DirectoryWatcherError) -> DirectoryWatcher {
-        try make(path: path, delegate: delegate, queue: queue)
-    }
-
-    /// Starts watching the directory at `path` and calls `handler` with each batch of changes.
-    ///
-    /// The watcher keeps `handler` alive until it is invalidated. Keep the watcher: dropping it
-    /// stops the watch.
-    public static func watchFolder(
-        path: String, queue: DispatchQueue? = nil,
-        handler: @escaping @Sendable ([DirectoryChange]) -> Void
-    ) throws(DirectoryWatcherError) -> DirectoryWatcher {
-        try make(path: path, delegate: ClosureDelegate(handler), retainingDelegate: true, queue: queue)
-    }
-
-    /// Starts watching the directory at `path` for the changes `options` selects.
-    ///
-    /// ```swift
-    /// let options = DirectoryWatcher.Options(events: [.created, .removed])
-    /// watcher = try DirectoryWatcher.watchFolder(path: "/srv/uploads", options: options, delegate: self)
-    /// ```
     ///
     /// - Parameters:
     ///   - path: A directory, absolute or relative to the current directory.
-    ///   - options: What to report; the default reports what ``watchFolder(path:delegate:)`` does.
+    ///   - options: What to report and how; by default every change of name, content and
+    ///     attributes, recovered exactly after an overflow.
     ///   - delegate: Told about changes; held weakly.
-    ///   - queue: Where callbacks run, as in ``watchFolder(path:delegate:queue:)``; nil for where
-    ///     `options.delivery` says (by default the library's threads).
+    ///   - queue: Where callbacks run; nil for where `options.delivery` says (by default the
+    ///     library's threads: ``Delivery/automatic``).
     /// - Throws: ``DirectoryWatcherError``, naming the path and the cause.
     public static func watchFolder(
-        path: String, options: Options, delegate: any DirectoryWatcherDelegate, queue: DispatchQueue? = nil
+        path: String, options: Options = Options(), delegate: any DirectoryWatcherDelegate,
+        queue: DispatchQueue? = nil
     ) throws(DirectoryWatcherError) -> DirectoryWatcher {
         try make(path: path, options: options, delegate: delegate, queue: queue)
     }
 
-    /// Starts watching the directory at `path` for the changes `options` selects, and calls
-    /// `handler` with each batch. The watcher keeps `handler` alive until it is invalidated.
+    /// Starts watching the directory at `path`, as ``watchFolder(path:options:delegate:queue:)``
+    /// does, and calls `handler` with each batch of changes.
+    ///
+    /// ```swift
+    /// let watcher = try DirectoryWatcher.watchFolder(path: "/srv/uploads") { changes in
+    ///     for change in changes { print(change) }
+    /// }
+    /// ```
+    ///
+    /// The watcher keeps `handler` alive until it is invalidated. Keep the watcher: dropping it
+    /// stops the watch.
     public static func watchFolder(
-        path: String, options: Options, queue: DispatchQueue? = nil,
+        path: String, options: Options = Options(), queue: DispatchQueue? = nil,
         handler: @escaping @Sendable ([DirectoryChange]) -> Void
     ) throws(DirectoryWatcherError) -> DirectoryWatcher {
         try make(
@@ -161,7 +143,7 @@ extension DirectoryWatcher {
     ///   - path: The file, absolute or relative to the current directory.
     ///   - options: What to report; by default, the same kinds as a directory watch.
     ///   - delegate: Told about changes; held weakly.
-    ///   - queue: Where callbacks run, as in ``watchFolder(path:delegate:queue:)``; nil for where
+    ///   - queue: Where callbacks run, as in ``watchFolder(path:options:delegate:queue:)``; nil for where
     ///     `options.delivery` says (by default the library's threads).
     /// - Throws: ``DirectoryWatcherError``, naming the path and the cause: the directory is
     ///   missing or not a directory, or `path` names no entry of a directory (`/`).

@@ -153,6 +153,11 @@ public final class DirectoryWatcher: @unchecked Sendable {
                 code: .invalidOption, path: path,
                 detail: "the polling interval must be more than zero, not \(options.pollingInterval)")
         }
+        if options.delivery == .eventLoopThread, queue != nil {
+            throw DirectoryWatcherError(
+                code: .invalidOption, path: path,
+                detail: "a queue and Delivery.eventLoopThread exclude each other: pass no queue, or another delivery")
+        }
         let absolute = try PathResolution(system: loop?.system ?? System()).absolute(path)
         let label = "DirectoryWatcher \(absolute)"
         switch (options.delivery, queue) {
@@ -165,7 +170,7 @@ public final class DirectoryWatcher: @unchecked Sendable {
         case (.eventLoopThread, nil):
             target = .mailbox(Mailbox(mayBlock: false))
         case (.eventLoopThread, _?):
-            preconditionFailure("a queue and Delivery.eventLoopThread exclude each other")
+            preconditionFailure("refused above")
         }
         self.path = absolute
         self.givenPath = path
@@ -245,8 +250,6 @@ final class ClosureDelegate: DirectoryWatcherDelegate, Sendable {
     init(_ handler: @escaping @Sendable ([DirectoryChange]) -> Void) {
         self.handler = handler
     }
-
-    func directoryDidChange(_ watcher: DirectoryWatcher) {}
 
     func directoryWatcher(_ watcher: DirectoryWatcher, didObserve changes: [DirectoryChange]) {
         handler(changes)

@@ -2,8 +2,8 @@
 ///
 /// Implement ``directoryDidChange(_:)`` to be told that something changed, as the sample did, and
 /// list the directory again. Implement ``directoryWatcher(_:didObserve:)`` as well, or instead, to
-/// receive the changes themselves. Both run where the watcher delivers (the library's threads, or
-/// the queue given to ``DirectoryWatcher/watchFolder(path:delegate:queue:)``; see
+/// receive the changes themselves: each has a default that does nothing. Both run where the watcher delivers (the library's threads, or
+/// the queue given to ``DirectoryWatcher/watchFolder(path:options:delegate:queue:)``; see
 /// ``DirectoryWatcher/Delivery``), one batch at a time, in the order the kernel reported the
 /// changes: first `didObserve` with the batch, then `directoryDidChange`. They may take their
 /// time or block: other watchers' changes keep coming meanwhile.
@@ -36,7 +36,7 @@
 ///
 /// Or iterate ``DirectoryWatcher/changes(path:options:bufferLimit:)`` in a main-actor task: no delegate at all.
 public protocol DirectoryWatcherDelegate: AnyObject, SendableMetatype {
-    /// Something in the watched directory changed.
+    /// Something in the watched directory changed. The default implementation does nothing.
     func directoryDidChange(_ watcher: DirectoryWatcher)
 
     /// The changes since the previous batch, oldest first. The default implementation does nothing.
@@ -48,5 +48,7 @@ public protocol DirectoryWatcherDelegate: AnyObject, SendableMetatype {
 }
 
 extension DirectoryWatcherDelegate {
+    public func directoryDidChange(_ watcher: DirectoryWatcher) {}
+
     public func directoryWatcher(_ watcher: DirectoryWatcher, didObserve changes: [DirectoryChange]) {}
 }

@@ -8,7 +8,7 @@ extension DirectoryWatcher {
     /// let settled = DirectoryWatcher.Options(events: DirectoryWatcher.Events.default.union(.writerClosed))
     /// ```
     ///
-    /// The default value reports what ``DirectoryWatcher/watchFolder(path:delegate:)`` reports.
+    /// The default value reports what ``DirectoryWatcher/watchFolder(path:options:delegate:queue:)`` reports.
     public struct Options: Hashable, Sendable {
         /// Which changes the watcher reports. ``DirectoryChange/Kind/rootRemoved``,
         /// ``DirectoryChange/Kind/rootMoved`` and ``DirectoryChange/Kind/overflow`` are always
@@ -223,7 +223,8 @@ extension DirectoryWatcher {
         /// ``DirectoryChange/Kind/overflow``. So callbacks must be short and must never block or
         /// wait for another watcher's callbacks. They may call any method of any watcher,
         /// including `invalidate()` and `watchFolder`; barrier completions run there too. For
-        /// processes that must not have a second thread; pass no `queue` with this delivery.
+        /// processes that must not have a second thread. With a `queue` too, the watcher is refused
+        /// (``DirectoryWatcherError/Code-swift.enum/invalidOption``): the two say different things.
         case eventLoopThread
     }
 
