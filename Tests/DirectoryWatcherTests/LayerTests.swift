@@ -33,6 +33,21 @@ final class LayerTests: XCTestCase {
         }
     }
 
+    /// The tests are in folders as the sources are (a layer's, a backend's), beside the stress
+    /// suite, the fsnotify corpus's run and what the tests share.
+    func testTheTestsMirrorTheSources() throws {
+        let tests = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        let folders = try FileManager.default.contentsOfDirectory(atPath: tests.path).filter { !$0.hasSuffix(".swift") }
+        XCTAssertEqual(Set(folders), Set(Self.order).union(["Stress", "Conformance", "TestSupport"]))
+        let backends = try FileManager.default.contentsOfDirectory(
+            atPath: tests.appendingPathComponent("Backends").path)
+        let sourceBackends = try FileManager.default.contentsOfDirectory(
+            atPath: Self.sourcesFolder.appendingPathComponent("Backends").path
+        ).filter { !$0.hasSuffix(".swift") }
+        XCTAssertEqual(
+            Set(backends), Set(sourceBackends).union(["InMemory"]), "the in-memory backend is the tests' own")
+    }
+
     /// Each backend is a folder of `Backends/`, and the router and the watch table name none of
     /// their types (they reach a backend through ``DirectoryWatchBackend`` and ``BackendEvent``).
     func testTheRouterAndTheWatchTableNameNoBackend() throws {
