@@ -33,6 +33,68 @@ final class LayerTests: XCTestCase {
         }
     }
 
+    /// Members a layer adds to a lower layer's type (an extension of `System` with a backend's
+    /// calls, of `Router` in the pipeline) are used by that layer and those above it only: a
+    /// lower layer calling one uses the higher layer through the type's name, which the test
+    /// above cannot see. Names the lower layers declare themselves are left out (a call of one
+    /// cannot be told from a call of the other by its name).
+    func testNoLayerUsesAMemberALayerAboveItAdds() throws {
+        let code = try Self.order.map { try Self.code(of: $0) }
+        let declared = code.map(Self.topLevelTypes)
+        let members = code.map(Self.declaredMembers)
+        for higher in Self.order.indices {
+            let lowerTypes = Set(declared[..<higher].joined())
+            for (type, added) in Self.extensionMembers(in: code[higher]) where lowerTypes.contains(type) {
+                for lower in 0..<higher {
+                    let own = Set(members[...lower].joined())
+                    for name in added where !own.contains(name) {
+                        if code[lower].range(of: "\\.\(name)\\b", options: .regularExpression) != nil {
+                            XCTFail("\(Self.order[lower]) uses \(type).\(name), which \(Self.order[higher]) adds")
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Each `extension Type` of the code, with the names of the functions and properties it
+    /// declares.
+    private static func extensionMembers(in code: String) -> [(String, [String])] {
+        let regex = try! NSRegularExpression(pattern: "(?m)^extension (\\w+)[^{]*\\{")
+        let text = code as NSString
+        var result: [(String, [String])] = []
+        for match in regex.matches(in: code, range: NSRange(location: 0, length: text.length)) {
+            let type = text.substring(with: match.range(at: 1))
+            // The extension's body: to the first line that closes it at the start of a line.
+            let start = match.range.location + match.range.length
+            let rest = text.substring(from: start)
+            let body = rest.range(of: "\n}").map { String(rest[..<$0.lowerBound]) } ?? rest
+            result.append((type, extensionLevelMembers(in: body)))
+        }
+        return result
+    }
+
+    /// The names of the functions and properties an extension's body declares at its own level
+    /// (not those local to a function).
+    private static func extensionLevelMembers(in body: String) -> [String] {
+        let pattern =
+            "(?m)^    (?:(?:public|private|fileprivate|internal|static|mutating|nonisolated|@\\w+(?:\\([^)]*\\))?) )*(?:func|var|let) (\\w+)"
+        let regex = try! NSRegularExpression(pattern: pattern)
+        let text = body as NSString
+        return regex.matches(in: body, range: NSRange(location: 0, length: text.length)).map {
+            text.substring(with: $0.range(at: 1))
+        }
+    }
+
+    /// The names of the functions and properties declared in the code, at any depth.
+    private static func declaredMembers(in code: String) -> [String] {
+        let regex = try! NSRegularExpression(pattern: "\\b(?:func|var|let) (\\w+)")
+        let text = code as NSString
+        return regex.matches(in: code, range: NSRange(location: 0, length: text.length)).map {
+            text.substring(with: $0.range(at: 1))
+        }
+    }
+
     /// The tests are in folders as the sources are (a layer's, a backend's), beside the stress
     /// suite, the fsnotify corpus's run and what the tests share.
     func testTheTestsMirrorTheSources() throws {

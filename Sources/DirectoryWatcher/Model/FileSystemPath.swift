@@ -98,8 +98,8 @@ public struct FileSystemPath: Hashable, Comparable, Sendable, CustomStringConver
         // Joined in scratch space (the stack, for any ordinary path), then copied into an array
         // of exactly that size in one allocation. Building the array in place costs more in
         // Swift 6.3: `Array(unsafeUninitializedCapacity:)` allocates through an unspecialized
-        // runtime call that looks the type up every time (about 700 instructions), and
-        // `reserveCapacity` plus three appends about 200 more than this.
+        // runtime call that looks the type up every time, and `reserveCapacity` plus three
+        // appends cost more than this too (callgrind, Docs/benchmarks.md).
         let joined = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: count) { buffer in
             var end = buffer.initialize(fromContentsOf: bytes)
             if needsSeparator {

@@ -44,8 +44,8 @@ final class KnownDirectory {
     }
 
     // The loop's leader alone touches a kept directory (the router checks it is on that thread),
-    // so the runtime's exclusivity checks on every event would only cost time (about 80
-    // instructions an access, three accesses per created entry).
+    // so the runtime's exclusivity checks on every event would only cost time (three accesses
+    // per created entry).
     @exclusivity(unchecked) private(set) var entries: NameTable<Known>
 
     init(_ snapshot: Snapshot) {

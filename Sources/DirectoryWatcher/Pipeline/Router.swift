@@ -27,7 +27,7 @@ final class Router {
 
     // Every property below is touched by the loop's leader alone (the router checks it is on
     // that thread), so the runtime's exclusivity checks would only cost time: four of them per
-    // event routed, about 300 instructions, a tenth of the library's work per change.
+    // event routed (Docs/benchmarks.md, "Where the time goes").
 
     /// The system calls, clocks and hooks the loop gives the router.
     @exclusivity(unchecked) var services: RouterServices

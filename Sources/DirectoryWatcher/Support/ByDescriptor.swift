@@ -1,6 +1,6 @@
 /// A dictionary keyed by watch descriptor, with a hash of a few instructions. The watch table and
 /// the router look one up for every event, and Swift's default hashing (seeded SipHash) of an
-/// `Int32` costs about 90 instructions per lookup. Descriptors are small increasing numbers that
+/// `Int32` costs many times that per lookup. Descriptors are small increasing numbers that
 /// nobody outside can choose, so no keyed hash is needed; but not the identity either: a
 /// dictionary probes linearly, so sequential keys hashed to themselves fill one long run of
 /// buckets, and each removal then shifts the rest of the run back (removing the 100,000
