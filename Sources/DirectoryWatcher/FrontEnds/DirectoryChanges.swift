@@ -117,7 +117,8 @@ extension DirectoryWatcher {
     ) throws(DirectoryWatcherError) -> DirectoryChanges {
         guard bufferLimit >= 1 else {
             throw DirectoryWatcherError(
-                code: .invalidOption, path: path, detail: "the buffer limit must be at least 1, not \(bufferLimit)")
+                code: .invalidOption, path: FileSystemPath(path),
+                detail: "the buffer limit must be at least 1, not \(bufferLimit)")
         }
         // Unbounded underneath: the watcher bounds it, counting a change as delivered once taken.
         let (stream, continuation) = AsyncStream.makeStream(of: DirectoryChange.self, bufferingPolicy: .unbounded)

@@ -39,7 +39,7 @@ extension DirectoryWatcher {
                 return BackendChoice(
                     kind: .polling, interval: interval, fileSystem: kind?.name,
                     reason:
-                        "inotify is unavailable (\(DirectoryWatcherError(unavailable, path: directory.description).reason))",
+                        "inotify is unavailable (\(DirectoryWatcherError(unavailable, path: directory).reason))",
                     warning: warning)
             }
             guard let kind else {

@@ -19,7 +19,7 @@ extension DirectoryWatcher {
     public func startMonitoring() throws(DirectoryWatcherError) -> Bool {
         let start = try lock.withLock { () throws(DirectoryWatcherError) -> UInt64? in
             switch state {
-            case .invalidated: throw DirectoryWatcherError(code: .invalidated, path: givenPath)
+            case .invalidated: throw DirectoryWatcherError(code: .invalidated, path: FileSystemPath(givenPath))
             case .starting, .running: return nil
             case .stopped:
                 starts += 1
@@ -74,7 +74,7 @@ extension DirectoryWatcher {
                 lease = LoopLease(shared: try SharedEventLoop.acquire())
             }
         } catch {
-            throw DirectoryWatcherError(error, path: givenPath)
+            throw DirectoryWatcherError(error, path: FileSystemPath(givenPath))
         }
         var root = path
         var entry: WatchedEntry?
@@ -149,7 +149,7 @@ extension DirectoryWatcher {
             }
             return true
         case .some(.failure(let failure)):
-            throw DirectoryWatcherError(failure, path: givenPath)
+            throw DirectoryWatcherError(failure, path: FileSystemPath(givenPath))
         case nil:
             // The lease keeps a shared loop running until a stop on another thread lets go of
             // it (this start is then over); otherwise only a loop made for a test and already

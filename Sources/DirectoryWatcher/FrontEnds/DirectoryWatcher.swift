@@ -144,18 +144,18 @@ public final class DirectoryWatcher: @unchecked Sendable {
         backlog: Backlog = Backlog()
     ) throws(DirectoryWatcherError) {
         // Before a loop is started for nothing.
-        guard !path.isEmpty else { throw DirectoryWatcherError(code: .emptyPath, path: path) }
+        guard !path.isEmpty else { throw DirectoryWatcherError(code: .emptyPath, path: FileSystemPath(path)) }
         if let problem = options.settling?.problem {
-            throw DirectoryWatcherError(code: .invalidOption, path: path, detail: problem)
+            throw DirectoryWatcherError(code: .invalidOption, path: FileSystemPath(path), detail: problem)
         }
         if options.pollingInterval <= .zero {
             throw DirectoryWatcherError(
-                code: .invalidOption, path: path,
+                code: .invalidOption, path: FileSystemPath(path),
                 detail: "the polling interval must be more than zero, not \(options.pollingInterval)")
         }
         if options.delivery == .eventLoopThread, queue != nil {
             throw DirectoryWatcherError(
-                code: .invalidOption, path: path,
+                code: .invalidOption, path: FileSystemPath(path),
                 detail: "a queue and Delivery.eventLoopThread exclude each other: pass no queue, or another delivery")
         }
         let absolute = try PathResolution(system: loop?.system ?? System()).absolute(path)

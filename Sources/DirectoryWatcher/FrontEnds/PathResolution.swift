@@ -33,13 +33,13 @@ struct PathResolution {
     /// `path` made absolute against the current directory and tidied lexically (`..` is kept:
     /// resolving it would need the file system, and through a link it means something else).
     func absolute(_ path: String) throws(DirectoryWatcherError) -> FileSystemPath {
-        guard !path.isEmpty else { throw DirectoryWatcherError(code: .emptyPath, path: path) }
+        guard !path.isEmpty else { throw DirectoryWatcherError(code: .emptyPath, path: FileSystemPath(path)) }
         let given = FileSystemPath(path)
         if given.isAbsolute { return FileSystemPath.absolute(given, currentDirectory: "/") }
         do {
             return FileSystemPath.absolute(given, currentDirectory: try currentDirectory())
         } catch {
-            throw DirectoryWatcherError(error, path: path)
+            throw DirectoryWatcherError(error, path: FileSystemPath(path))
         }
     }
 
@@ -54,17 +54,17 @@ struct PathResolution {
             let name = current.lastComponent.bytes
             // "/" has no name in a directory; ".." is the parent itself, never an entry.
             guard !name.isEmpty, name != Array("..".utf8) else {
-                throw DirectoryWatcherError(code: .notAnEntry, path: given)
+                throw DirectoryWatcherError(code: .notAnEntry, path: FileSystemPath(given))
             }
             let target: FileSystemPath?
             do {
                 target = try linkTarget(current)
             } catch {
-                throw DirectoryWatcherError(error, path: given)
+                throw DirectoryWatcherError(error, path: FileSystemPath(given))
             }
             guard let target else { return (current.parent, name) }
             current = FileSystemPath.absolute(target, currentDirectory: current.parent)
         }
-        throw DirectoryWatcherError(code: .symbolicLinkLoop, path: given, errno: ELOOP)
+        throw DirectoryWatcherError(code: .symbolicLinkLoop, path: FileSystemPath(given), errno: ELOOP)
     }
 }

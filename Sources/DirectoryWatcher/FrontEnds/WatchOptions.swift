@@ -224,7 +224,7 @@ extension DirectoryWatcher {
         /// wait for another watcher's callbacks. They may call any method of any watcher,
         /// including `invalidate()` and `watchFolder`; barrier completions run there too. For
         /// processes that must not have a second thread. With a `queue` too, the watcher is refused
-        /// (``DirectoryWatcherError/Code-swift.enum/invalidOption``): the two say different things.
+        /// (``DirectoryWatcherError/Code-swift.struct/invalidOption``): the two say different things.
         case eventLoopThread
     }
 

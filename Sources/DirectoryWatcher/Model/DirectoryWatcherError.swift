@@ -10,54 +10,85 @@ import Glibc
 /// cannot watch "/srv/deep": the inotify watch limit is reached (fs.inotify.max_user_watches); …
 /// ```
 public struct DirectoryWatcherError: Error, Hashable, Sendable, CustomStringConvertible {
-    /// The cause, in a form to switch over.
-    public enum Code: Hashable, Sendable {
+    /// The cause, in a form to compare with (``DirectoryWatcherError/code``): one of the static
+    /// members below. A struct rather than an enum, so that a later release can add a cause
+    /// without breaking a `switch`: compare with `==`, or `switch` with a `default`.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        enum Value: Hashable, Sendable {
+            case emptyPath
+            case notAnEntry
+            case noSuchPath
+            case notADirectory
+            case permissionDenied
+            case nameTooLong
+            case symbolicLinkLoop
+            case watchLimitReached
+            case instanceLimitReached
+            case descriptorLimitReached
+            case outOfMemory
+            case invalidOption
+            case invalidated
+            case backendUnavailable
+            case other(Int32)
+        }
+
+        let value: Value
+
+        init(_ value: Value) { self.value = value }
+
         /// The path was the empty string.
-        case emptyPath
+        public static let emptyPath = Code(.emptyPath)
         /// A file watch was asked of a path that names no entry of a directory: `/`, or a path
         /// ending in `..`.
-        case notAnEntry
+        public static let notAnEntry = Code(.notAnEntry)
         /// Nothing exists at the path, or a component of it is missing (`ENOENT`).
-        case noSuchPath
+        public static let noSuchPath = Code(.noSuchPath)
         /// The path, or a component of it, is not a directory (`ENOTDIR`).
-        case notADirectory
+        public static let notADirectory = Code(.notADirectory)
         /// Search or read permission is missing on the path or a component (`EACCES`).
-        case permissionDenied
+        public static let permissionDenied = Code(.permissionDenied)
         /// The path or one of its components is longer than the system allows (`ENAMETOOLONG`).
-        case nameTooLong
+        public static let nameTooLong = Code(.nameTooLong)
         /// Too many symbolic links were met while resolving the path, often a loop (`ELOOP`).
-        case symbolicLinkLoop
+        public static let symbolicLinkLoop = Code(.symbolicLinkLoop)
         /// The per-user limit on inotify watches is reached (`ENOSPC` from `inotify_add_watch`).
         /// Not a full disk: raise `fs.inotify.max_user_watches`.
-        case watchLimitReached
+        public static let watchLimitReached = Code(.watchLimitReached)
         /// The per-user limit on inotify instances is reached (`EMFILE` from `inotify_init1`
         /// while the process could still open other descriptors). Raise
         /// `fs.inotify.max_user_instances`.
-        case instanceLimitReached
+        public static let instanceLimitReached = Code(.instanceLimitReached)
         /// The process is out of descriptors (`EMFILE`: its limit, `RLIMIT_NOFILE`, which
         /// `ulimit -n` shows and `LimitNOFILE=` sets for a systemd service), or the system is
-        /// (`ENFILE`: `fs.file-max`). ``errno`` says which.
-        case descriptorLimitReached
+        /// (`ENFILE`: `fs.file-max`). ``DirectoryWatcherError/errno`` says which.
+        public static let descriptorLimitReached = Code(.descriptorLimitReached)
         /// The kernel could not allocate memory (`ENOMEM`).
-        case outOfMemory
+        public static let outOfMemory = Code(.outOfMemory)
         /// An option given to the watcher cannot be used (a settling quiet period of zero);
         /// ``DirectoryWatcherError/detail`` says which and why.
-        case invalidOption
+        public static let invalidOption = Code(.invalidOption)
         /// ``DirectoryWatcher/startMonitoring()`` was called on a watcher after
         /// ``DirectoryWatcher/invalidate()``, which ends it for good. Use
         /// ``DirectoryWatcher/stopMonitoring()`` to stop a watcher that is to start again.
-        case invalidated
+        public static let invalidated = Code(.invalidated)
         /// The backend asked for (``DirectoryWatcher/Options/backend``) cannot watch this path:
         /// fanotify without `CAP_SYS_ADMIN`, on a file system without file handles, or with a
         /// mount inside the tree. ``DirectoryWatcherError/detail`` says which.
-        case backendUnavailable
+        public static let backendUnavailable = Code(.backendUnavailable)
         /// Any other failure, with its `errno`.
-        case other(errno: Int32)
+        public static func other(errno: Int32) -> Code { Code(.other(errno)) }
+
+        /// The cause's name, as the static member that gives it is named (`permissionDenied`,
+        /// `other(errno: 5)`).
+        public var description: String {
+            if case .other(let errno) = value { return "other(errno: \(errno))" }
+            return "\(value)"
+        }
     }
 
     public let code: Code
-    /// The path as the caller gave it.
-    public let path: String
+    /// The path as the caller gave it (for a directory of a tree, that directory's path).
+    public let path: FileSystemPath
     /// The system call that failed, for example `inotify_add_watch`; nil when none did
     /// (``Code/emptyPath``, ``Code/notAnEntry``, and a chain of symbolic links longer than the
     /// kernel follows, found while resolving a file watch).
@@ -69,7 +100,9 @@ public struct DirectoryWatcherError: Error, Hashable, Sendable, CustomStringConv
     /// (when others could not), how many are watched, and what the limit is. Part of ``reason``.
     public let detail: String?
 
-    public init(code: Code, path: String, function: String? = nil, errno: Int32? = nil, detail: String? = nil) {
+    public init(
+        code: Code, path: FileSystemPath, function: String? = nil, errno: Int32? = nil, detail: String? = nil
+    ) {
         self.code = code
         self.path = path
         self.function = function
@@ -79,7 +112,7 @@ public struct DirectoryWatcherError: Error, Hashable, Sendable, CustomStringConv
 
     /// What went wrong and what to do, naming the path.
     public var description: String {
-        "cannot watch \(quoted(path)): \(reason)"
+        "cannot watch \(quoted(path.description)): \(reason)"
     }
 
     /// The cause in words, without the path: what ``description`` says after it.
@@ -89,7 +122,7 @@ public struct DirectoryWatcherError: Error, Hashable, Sendable, CustomStringConv
     }
 
     private var cause: String {
-        switch code {
+        switch code.value {
         case .emptyPath: return "the path is empty; pass a directory such as \".\""
         case .notAnEntry: return "not a file in a directory (a file watch needs a path such as \"dir/name\")"
         case .noSuchPath: return "no such file or directory"

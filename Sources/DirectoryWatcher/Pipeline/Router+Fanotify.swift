@@ -25,6 +25,7 @@ extension Router {
         func refuse(_ errno: Int32, _ why: String) -> SyscallError {
             var error = SyscallError(function: "fanotify", errno: errno)
             error.detail = why
+            error.refusesBackend = true
             return error
         }
         if subscription.followsLinks {

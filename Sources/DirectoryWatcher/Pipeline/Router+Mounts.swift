@@ -125,7 +125,7 @@ extension Router {
     /// The notice a fanotify tree gives for a mount made inside it, which it does not see into.
     private func unseenMountNotice(_ point: FileSystemPath, in subscription: Subscription) -> DirectoryChange {
         let error = DirectoryWatcherError(
-            code: .backendUnavailable, path: point.description, function: "fanotify", errno: EXDEV,
+            code: .backendUnavailable, path: point, function: "fanotify", errno: EXDEV,
             detail:
                 "a mount made inside the tree, which one mark of \(subscription.root)'s file system does not see into:"
                 + " nothing in it is reported until it is taken away")

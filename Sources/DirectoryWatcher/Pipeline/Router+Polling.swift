@@ -64,7 +64,7 @@ extension Router {
                 if error.errno == ENOENT || error.errno == ENOTDIR {
                     forget(below: path, in: &state.listings, including: true)
                 } else {
-                    let failure = DirectoryWatcherError(error, path: path.description)
+                    let failure = DirectoryWatcherError(error, path: path)
                     changes.append(DirectoryChange(kind: .failed, path: path, isDirectory: true, error: failure))
                 }
                 continue

@@ -256,7 +256,7 @@ extension Router {
         if path == root && (error.errno == ENOENT || error.errno == ENOTDIR) {
             return DirectoryChange(kind: .rootRemoved, path: root, isDirectory: true, foundByRescan: true)
         }
-        let failure = DirectoryWatcherError(error, path: path.description)
+        let failure = DirectoryWatcherError(error, path: path)
         return DirectoryChange(kind: .failed, path: path, isDirectory: true, error: failure)
     }
 }

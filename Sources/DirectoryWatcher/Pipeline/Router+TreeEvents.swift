@@ -218,7 +218,7 @@ extension Router {
         collect(
             DirectoryChange(
                 kind: .failed, path: path, isDirectory: true,
-                error: DirectoryWatcherError(error, path: path.description)), for: subscription)
+                error: DirectoryWatcherError(error, path: path)), for: subscription)
     }
 
     /// Tells each tree whose directories could not be watched for the watch limit since it was
@@ -242,7 +242,7 @@ extension Router {
             collect(
                 DirectoryChange(
                     kind: .failed, path: unwatched.first, isDirectory: true,
-                    error: DirectoryWatcherError(unwatched.error, path: unwatched.first.description, detail: detail)),
+                    error: DirectoryWatcherError(unwatched.error, path: unwatched.first, detail: detail)),
                 for: subscription)
         }
     }

@@ -5,10 +5,10 @@ extension DirectoryWatcherError {
     /// means what depends on the call: `ENOSPC` from `inotify_add_watch` is the watch limit, not
     /// a full disk; `EMFILE` from `inotify_init1` is the instance limit, unless the process was
     /// out of descriptors too.
-    init(_ error: SyscallError, path: String, detail: String? = nil) {
+    init(_ error: SyscallError, path: FileSystemPath, detail: String? = nil) {
         let code: Code
         switch (error.errno, error.function) {
-        case (_, "fanotify"): code = .backendUnavailable
+        case _ where error.refusesBackend: code = .backendUnavailable
         case (ENOENT, _): code = .noSuchPath
         case (ENOTDIR, _): code = .notADirectory
         case (EACCES, _), (EPERM, _): code = .permissionDenied

@@ -12,8 +12,11 @@ struct SyscallError: Error, Equatable, CustomStringConvertible {
     /// the user out of inotify instances (``System/inotifyInit()`` looks).
     var processOutOfDescriptors = false
     /// What the library knows of why, in words, when the errno alone would mislead: why fanotify
-    /// cannot watch a tree (function `fanotify`).
+    /// cannot watch a tree.
     var detail: String?
+    /// The backend asked for refuses the watch (``detail`` says why): not a failed call of the
+    /// file system's, whatever its errno.
+    var refusesBackend = false
 
     var description: String { "\(function): \(SyscallError.describe(errno))" }
 

@@ -35,18 +35,34 @@ final class ErrorTests: WatchedDirectoryTestCase {
         ) { error in
             let error = error as? DirectoryWatcherError
             XCTAssertEqual(error?.code, .invalidOption)
-            XCTAssertEqual(error?.path, directory.path)
+            XCTAssertEqual(error?.path, FileSystemPath(directory.path))
             XCTAssertTrue(
                 error?.description.contains("Delivery.eventLoopThread") ?? false, "\(String(describing: error))")
         }
         XCTAssertThrowsError(try DirectoryWatcher(path: directory.path, options: options, queue: .main) { _ in })
     }
 
+    /// The codes are values to compare with, named as their members are; a backend's refusal is
+    /// said by the error itself, not by the name of a function that was never called.
+    func testCodesAreNamedAndARefusalIsTheBackends() {
+        XCTAssertEqual(DirectoryWatcherError.Code.permissionDenied.description, "permissionDenied")
+        XCTAssertEqual(DirectoryWatcherError.Code.other(errno: EIO).description, "other(errno: \(EIO))")
+        XCTAssertNotEqual(DirectoryWatcherError.Code.other(errno: EIO), .other(errno: EAGAIN))
+        var refusal = SyscallError(function: "fanotify_mark", errno: EPERM)
+        XCTAssertEqual(DirectoryWatcherError(refusal, path: "/d").code, .permissionDenied)
+        refusal.refusesBackend = true
+        refusal.detail = "fanotify needs CAP_SYS_ADMIN"
+        let error = DirectoryWatcherError(refusal, path: "/d")
+        XCTAssertEqual(error.code, .backendUnavailable)
+        XCTAssertEqual(error.path, "/d")
+        XCTAssertTrue(error.description.contains("CAP_SYS_ADMIN"), error.description)
+    }
+
     func testMissingPath() {
         let missing = directory.url("not-here")
         let error = watchError(missing)
         XCTAssertEqual(error?.code, .noSuchPath)
-        XCTAssertEqual(error?.path, missing)
+        XCTAssertEqual(error?.path, FileSystemPath(missing))
         XCTAssertEqual(error?.errno, ENOENT)
         XCTAssertEqual(error?.description, "cannot watch \"\(missing)\": no such file or directory")
     }
@@ -111,7 +127,7 @@ final class ErrorTests: WatchedDirectoryTestCase {
             XCTFail("the injected \(code) should surface")
             return nil
         } catch {
-            XCTAssertEqual(error.path, directory.path)
+            XCTAssertEqual(error.path, FileSystemPath(directory.path))
             XCTAssertEqual(error.function, "inotify_add_watch")
             return error
         }

@@ -87,7 +87,7 @@ final class MonitorTests: XCTestCase {
         XCTAssertThrowsError(try watcher.startMonitoring()) { error in
             let error = error as? DirectoryWatcherError
             XCTAssertEqual(error?.code, .invalidated)
-            XCTAssertEqual(error?.path, self.directory.path)
+            XCTAssertEqual(error?.path, FileSystemPath(self.directory.path))
             XCTAssertTrue(error?.description.contains("stopMonitoring()") ?? false, "\(String(describing: error))")
         }
         XCTAssertFalse(watcher.isMonitoring)
@@ -100,7 +100,7 @@ final class MonitorTests: XCTestCase {
         defer { watcher.invalidate() }
         XCTAssertThrowsError(try watcher.startMonitoring()) { error in
             XCTAssertEqual((error as? DirectoryWatcherError)?.code, .noSuchPath)
-            XCTAssertEqual((error as? DirectoryWatcherError)?.path, path)
+            XCTAssertEqual((error as? DirectoryWatcherError)?.path, FileSystemPath(path))
         }
         XCTAssertFalse(watcher.isMonitoring)
         directory.mkdir("later")
@@ -183,7 +183,8 @@ final class MonitorTests: XCTestCase {
         let group = MonitorGroup([first, second, third])
         XCTAssertThrowsError(try group.startMonitoring()) { error in
             XCTAssertEqual((error as? DirectoryWatcherError)?.code, .noSuchPath)
-            XCTAssertEqual((error as? DirectoryWatcherError)?.path, missing, "the failing monitor's path")
+            XCTAssertEqual(
+                (error as? DirectoryWatcherError)?.path, FileSystemPath(missing), "the failing monitor's path")
         }
         XCTAssertFalse(first.isMonitoring, "the first was started, then stopped again")
         XCTAssertFalse(second.isMonitoring)

@@ -182,7 +182,7 @@ final class DeepPathTests: WatchedDirectoryTestCase {
         }
         let error = watchError(deep.url("missing"))
         XCTAssertEqual(error?.code, .noSuchPath)
-        XCTAssertEqual(error?.path, deep.url("missing"))
+        XCTAssertEqual(error?.path, FileSystemPath(deep.url("missing")))
     }
 
     func testOpeningInStepsLeavesNoDescriptorOpen() throws {
