@@ -6,11 +6,21 @@ extension DirectoryWatcher {
     /// Which backend watches `directory`: what the caller asked for, or for
     /// ``Backend/automatic`` what its file system allows (``FileSystemKind``).
     func chooseBackend(for directory: FileSystemPath, on loop: EventLoop) -> BackendChoice {
-        let system = loop.system
-        let interval = options.pollingInterval
         // Asked of the kernel even when forced: a warning still applies. A directory whose file
         // system cannot be asked (missing) fails in the subscribe that follows, with its own error.
-        let kind = try? FileSystemKind.of(directory, system: system)
+        let kind = try? FileSystemKind.of(directory, system: loop.system)
+        return Self.chooseBackend(
+            for: directory, options: options, watchesFile: watchesFile, fileSystem: kind,
+            inotifyUnavailable: loop.inotifyUnavailable)
+    }
+
+    /// The choice itself, from what was asked and what is known of the directory's file system
+    /// (nil: unknown) and of inotify (unavailable, and why): no system call.
+    static func chooseBackend(
+        for directory: FileSystemPath, options: Options, watchesFile: Bool, fileSystem kind: FileSystemKind?,
+        inotifyUnavailable: SyscallError?
+    ) -> BackendChoice {
+        let interval = options.pollingInterval
         let warning =
             kind?.visibility == .virtual
             ? "\(directory) is on \(kind!.name), where the kernel's own changes raise no event and no listing shows them"
@@ -35,7 +45,7 @@ extension DirectoryWatcher {
                 kind: .polling, interval: interval, fileSystem: kind?.name, reason: "polling was asked for",
                 warning: warning)
         case .automatic:
-            if let unavailable = loop.inotifyUnavailable {
+            if let unavailable = inotifyUnavailable {
                 return BackendChoice(
                     kind: .polling, interval: interval, fileSystem: kind?.name,
                     reason:
@@ -53,7 +63,7 @@ extension DirectoryWatcher {
                     reason: "\(directory) is on \(kind.name), whose changes made elsewhere inotify does not see",
                     warning: nil)
             }
-            if tree && !options.followsSymbolicLinks && kind.visibility != .virtual && loop.inotifyUnavailable == nil {
+            if tree && !options.followsSymbolicLinks && kind.visibility != .virtual {
                 // Tried on the loop; a refusal (no capability, no file handles) falls back to
                 // inotify with the reason, which the subscribe puts in the session.
                 return BackendChoice(
