@@ -69,7 +69,7 @@ final class EventLoop: @unchecked Sendable {
     var ready: [Mailbox] = []
     var readyHead = 0
     private var queueDrained = true
-    /// The fanotify group, opened when the first tree uses it (``Router/subscribeFanotify(_:)``);
+    /// The fanotify group, opened when the first tree uses it (``Router/subscribeMarked(_:)``);
     /// -1 until then. Leader only.
     private var fanotifyFD: Int32 = -1
     private var fanotifyDrained = true
@@ -129,6 +129,7 @@ final class EventLoop: @unchecked Sendable {
             throw error
         }
         let (barrierFD, leadership) = (barrierFD, leadership)
+        let fanotify = FanotifyBackend(system: system)
         router = Router(
             table: WatchTable(backend: InotifyBackend(fd: inotifyFD, system: system), system: system),
             pairingWindow: pairingWindow,
@@ -141,8 +142,8 @@ final class EventLoop: @unchecked Sendable {
             listNames: { path, visit throws(SyscallError) in try Snapshot.readNames(path, system: system, visit) },
             clock: clock, inotifyUnavailable: inotifyUnavailable,
             isUnchanged: { path, old throws(SyscallError) in try Snapshot.isUnchanged(path, since: old, system: system)
-            })
-        router.fanotify.marks.open = { [unowned self] () throws(SyscallError) -> Int32 in
+            }, marks: fanotify)
+        fanotify.open = { [unowned self] () throws(SyscallError) -> Int32 in
             let fd = try system.fanotifyInit()
             do throws(SyscallError) {
                 try system.epollAdd(epollFD, fd: fd, token: Token.fanotify)
@@ -158,12 +159,12 @@ final class EventLoop: @unchecked Sendable {
             }
             return fd
         }
-        router.fanotify.marks.close = { [unowned self] in
+        fanotify.close = { [unowned self] in
             system.close(fanotifyFD)  // (which takes it out of the epoll set too)
             fanotifyFD = -1
             fanotifyDrained = true
         }
-        router.services.drainFanotify = { [unowned self] in readFanotifyEvents(now: clock(), untilDrained: true) }
+        router.services.drainMarks = { [unowned self] in readFanotifyEvents(now: clock(), untilDrained: true) }
         router.services.openMountPoll = { [unowned self] () throws(SyscallError) in
             let fd = try system.openMountTable()
             do throws(SyscallError) {
@@ -286,7 +287,7 @@ final class EventLoop: @unchecked Sendable {
             do {
                 count = try system.read(fanotifyFD, into: buffer)
             } catch {
-                router.receive(FanotifyEvent(mask: FanotifyMask.queueOverflow), now: now)
+                router.receive(MarkEvent(mask: MarkBits.queueOverflow), now: now)
                 return
             }
             guard let count, count > 0 else {
@@ -297,7 +298,7 @@ final class EventLoop: @unchecked Sendable {
             for fd in parsed.descriptors { system.close(fd) }
             for event in parsed.events { router.receive(event, now: now) }
             budget -= parsed.events.count
-            if parsed.isMalformed { router.receive(FanotifyEvent(mask: FanotifyMask.queueOverflow), now: now) }
+            if parsed.isMalformed { router.receive(MarkEvent(mask: MarkBits.queueOverflow), now: now) }
             // A record is at most a few hundred bytes (two handles and two names).
             fanotifyDrained = count <= Self.readBufferSize - Self.largestFanotifyRecord
             if fanotifyDrained { return }

@@ -102,7 +102,7 @@ extension DirectoryWatcher {
             exclusions: Exclusions(options.excludes), followsLinks: options.followsSymbolicLinks, settler: settler,
             limit: backlog.limit, strictLimit: backlog.isStrict, acknowledgesLater: backlog.acknowledgesLater,
             pollingInterval: polls ? options.pollingInterval.nanoseconds : nil,
-            fanotify: backend.kind != .fanotify ? .no : options.backend == .fanotify ? .required : .preferred)
+            marking: backend.kind != .fanotify ? .no : options.backend == .fanotify ? .required : .preferred)
         subscription.receiver = self
         return Session(subscription: subscription, lease: lease, backend: backend)
     }
@@ -134,7 +134,7 @@ extension DirectoryWatcher {
         }
         switch subscribed {
         case .some(.success(let request)):
-            if let refusal = subscription.loop.fanotifyRefusal {
+            if let refusal = subscription.loop.markRefusal {
                 let fallback = BackendChoice(
                     kind: .inotify, interval: nil, fileSystem: session.backend.fileSystem,
                     reason: "fanotify cannot be used: \(refusal)", warning: session.backend.warning)

@@ -15,10 +15,10 @@ extension Router {
             // completes behind what that found.
             if subscription.loop.pause == nil { pollAndCollect(subscription, now: services.clock()) }
             complete([request])
-        } else if subscription.loop.fanotifyID != nil {
+        } else if subscription.loop.markedFileSystem != nil {
             // The kernel queues an event before the call that made it returns: once the group's
             // queue has been read to its end, every change made before this request is routed.
-            services.drainFanotify()
+            services.drainMarks()
             // Every record before the request is read: an exchange's other half would be among them.
             if held.isHolding { releaseHeldMove() }
             if listings.rescanOwed {

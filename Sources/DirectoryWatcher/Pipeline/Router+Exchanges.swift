@@ -71,9 +71,9 @@ extension Router {
         }
         // A fanotify tree's directory not listed yet has no names to tell whether the move
         // replaced one: the entries' handles tell an exchange by its mirror.
-        if known[to.wd]?.contains(to.name) ?? (fanotify.renamedObject != nil) {
+        if known[to.wd]?.contains(to.name) ?? (marked.renamedObject != nil) {
             held.move = (from, to)
-            held.object = fanotify.renamedObject
+            held.object = marked.renamedObject
             held.deadline = now &+ pairing.window
         } else {
             handleMove(from: from, to: to)
@@ -110,7 +110,7 @@ extension Router {
     /// are consecutive, as an exchange's two halves always are (two renames' are when nothing
     /// else moved between them).
     private func isExchange(_ held: (from: BackendEvent, to: BackendEvent), mirror: BackendEvent) -> Bool {
-        if let first = self.held.object, let second = fanotify.renamedObject { return first != second }
+        if let first = self.held.object, let second = marked.renamedObject { return first != second }
         let heldIsDirectory = held.from.has(EventMask.isDirectory)
         if heldIsDirectory != mirror.has(EventMask.isDirectory) { return true }
         if let atTarget = entry(Array(held.to.name), inDirectoryOf: held.to.wd) {

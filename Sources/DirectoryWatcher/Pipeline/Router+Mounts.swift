@@ -103,7 +103,7 @@ extension Router {
                 guard point.bytes.count > root.bytes.count, MountTable.isPrefix(root.bytes, of: point.bytes) else {
                     continue
                 }
-                if appeared, subscription.loop.fanotifyID != nil {
+                if appeared, subscription.loop.markedFileSystem != nil {
                     collect(unseenMountNotice(point, in: subscription), for: subscription)
                     continue
                 }

@@ -14,13 +14,14 @@ extension Router {
         listings.catchUps.append(subscription)
     }
 
-    /// A kernel queue overflowed: inotify's (every watcher of it), or fanotify's (its trees).
-    func overflowed(fanotify: Bool = false) {
+    /// A kernel queue overflowed: a watch backend's (every watcher of it), or a mark backend's
+    /// (its trees, `marked`).
+    func overflowed(marked: Bool = false) {
         if held.isHolding { releaseHeldMove() }
         // A polled watcher reads nothing of the kernel's queue: it lost nothing.
         for subscription in subscriptions.values
         where !subscription.loop.isEnded && subscription.pollingInterval == nil
-            && (subscription.loop.fanotifyID != nil) == fanotify
+            && (subscription.loop.markedFileSystem != nil) == marked
         {
             collect(DirectoryChange(kind: .overflow, path: subscription.root, isDirectory: true), for: subscription)
         }
@@ -141,7 +142,7 @@ extension Router {
     /// the node's. A fanotify tree's directory made or moved in by an event has no inode read:
     /// its handle tells it.
     private func inode(of node: TreeNode, at found: FileSystemPath?, mask: UInt32) -> UInt64 {
-        if !FanotifyMarks.isFanotify(node.wd) {
+        if !MarkedDescriptors.contains(node.wd) {
             guard node.inode != 0, let found,
                 let wd = try? table.backend.watch(found, events: mask | Self.treeBits, followingLinks: false)
             else { return node.inode }
@@ -150,8 +151,8 @@ extension Router {
             if table.watches(wd).isEmpty { table.backend.unwatch(wd) }
             return .max
         }
-        guard node.inode == 0, let handle = fanotify.marks.handle(node.wd),
-            let mountFD = fanotify.marks.mountFD(for: handle)
+        guard node.inode == 0, let handle = marked.backend.handle(node.wd),
+            let mountFD = marked.backend.mountFD(for: handle)
         else { return node.inode }
         let system = table.system
         guard let fd = try? system.open(handle, mountFD: mountFD) else { return .max }

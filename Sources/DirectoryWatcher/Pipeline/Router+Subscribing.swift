@@ -53,13 +53,13 @@ extension Router {
             }
             return .success(nil)
         }
-        if subscription.fanotify != .no {
+        if subscription.marking != .no {
             do throws(SyscallError) {
-                try subscribeFanotify(subscription)
+                try subscribeMarked(subscription)
                 return .success(nil)
             } catch {
-                if subscription.fanotify == .required { return .failure(error) }
-                subscription.loop.fanotifyRefusal = error.detail ?? error.description
+                if subscription.marking == .required { return .failure(error) }
+                subscription.loop.markRefusal = error.detail ?? error.description
             }
         }
         if let unavailable = services.inotifyUnavailable { return .failure(unavailable) }
@@ -166,13 +166,13 @@ extension Router {
         for wd in subscription.loop.descriptors { release(wd, for: subscription) }
         subscription.loop.descriptors = []
         subscription.loop.tree = nil
-        if subscription.loop.fanotifyID != nil { fanotifyEnded(subscription) }
+        if subscription.loop.markedFileSystem != nil { markedTreeEnded(subscription) }
         if subscription.loop.followsMounts { stopFollowingMounts(subscription) }
     }
 
     /// Takes `subscription` off the kernel watch `wd`.
     func release(_ wd: Int32, for subscription: Subscription) {
-        if table.remove(subscription, from: wd) && !FanotifyMarks.isFanotify(wd) { table.backend.unwatch(wd) }
+        if table.remove(subscription, from: wd) && !MarkedDescriptors.contains(wd) { table.backend.unwatch(wd) }
         // Kept while a watcher of the directory keeps snapshots (a notice-only watcher that
         // stays has no use for it).
         if !table.watches(wd).contains(where: { $0.subscriber.keepsSnapshot }) {
@@ -180,6 +180,6 @@ extension Router {
             listings.pending[wd] = nil
             learning.remove(wd)
         }
-        if FanotifyMarks.isFanotify(wd) && table.watches(wd).isEmpty { fanotify.marks.forget(wd) }
+        if MarkedDescriptors.contains(wd) && table.watches(wd).isEmpty { marked.forget(wd) }
     }
 }

@@ -96,8 +96,8 @@ extension Router {
         for name in node.refused {
             treeChanged(name[...], at: node, appeared: true, for: subscription, foundByRescan: false, retrying: true)
         }
-        if tree.isLazy, known[node.wd] == nil, !fanotify.snapshotQueue.contains(where: { $0.node === node }) {
-            fanotify.snapshotQueue.append((subscription, node))
+        if tree.isLazy, known[node.wd] == nil, !marked.snapshotQueue.contains(where: { $0.node === node }) {
+            marked.snapshotQueue.append((subscription, node))
         }
     }
 

@@ -131,7 +131,7 @@ extension Router {
         let table = self.table
         let mask = subscription.mask
         let follows = subscription.followsLinks
-        let fanotifyID = subscription.loop.fanotifyID
+        let markedFileSystem = subscription.loop.markedFileSystem
         return { step in
             var result = Walked()
             do throws(SyscallError) {
@@ -139,9 +139,9 @@ extension Router {
                 // listed is refused (ELOOP) rather than followed out of the tree.
                 let fd = try table.system.openDirectory(step.path, followingLinks: follows || step.throughLink)
                 defer { table.system.close(fd) }
-                if let fanotifyID {
+                if let markedFileSystem {
                     // The file system's mark sees it already: its handle is all it needs.
-                    result.handle = try table.system.fileHandle(in: fd, name: nil, fileSystemID: fanotifyID)
+                    result.handle = try table.system.fileHandle(in: fd, name: nil, fileSystemID: markedFileSystem)
                 } else {
                     result.wd = try table.backend.watch(openDirectory: fd, events: mask | Self.treeBits)
                 }
@@ -200,7 +200,7 @@ extension Router {
         foundByRescan: Bool
     ) -> TreeNode? {
         var result = walked
-        if let handle = result.handle { result.wd = fanotify.marks.descriptor(for: handle) }
+        if let handle = result.handle { result.wd = marked.backend.descriptor(for: handle) }
         guard result.isWatched else {
             // A link that leads nowhere, or to a file, is no directory to watch.
             guard let failure = result.failure, !step.throughLink else { return nil }

@@ -12,7 +12,7 @@ import Glibc
 /// gives it (``RouterServices``: listings, the barrier write), so its tests drive it directly
 /// against a fake kernel. Its state is in parts with one job each (``BarrierBook``,
 /// ``InodeLearning``, ``ExchangeHold``, ``RouterListings``, ``Outbox``, ``TimedWatchers``,
-/// ``MountFollowing``, ``FanotifyRouting``). Every method runs on the loop's leading thread
+/// ``MountFollowing``, ``MarkedTrees``). Every method runs on the loop's leading thread
 /// (see Leadership), which ``RouterServices/isOnLoopThread`` checks in debug builds.
 final class Router {
     /// A barrier waiting for its event, and where its completion runs.
@@ -56,8 +56,8 @@ final class Router {
     @exclusivity(unchecked) var learning = InodeLearning()
     /// The mount table while trees follow it (``Router+Mounts``).
     @exclusivity(unchecked) var mountFollowing = MountFollowing()
-    /// The trees watched through fanotify (``Router+Fanotify``).
-    @exclusivity(unchecked) var fanotify: FanotifyRouting
+    /// The trees watched through a backend that marks whole file systems (``Router+MarkedTrees``).
+    @exclusivity(unchecked) var marked: MarkedTrees
     /// What may be the first half of an exchange, held back (``Router+Exchanges``).
     @exclusivity(unchecked) var held = ExchangeHold()
 
@@ -75,14 +75,15 @@ final class Router {
         clock: @escaping () -> UInt64 = System.monotonicNow, inotifyUnavailable: SyscallError? = nil,
         isUnchanged: @escaping (FileSystemPath, Snapshot) throws(SyscallError) -> Bool = { _, _ throws(SyscallError) in
             false
-        }
+        },
+        marks: any FileSystemMarkBackend = UnavailableMarks()
     ) {
         self.services = RouterServices(
             listDirectory: listDirectory, listNames: listNames, isUnchanged: isUnchanged, wallClock: wallClock,
             birthClock: birthClock, clock: clock, barrierWD: barrierWD, writeBarrierFile: writeBarrierFile,
             inotifyUnavailable: inotifyUnavailable, isOnLoopThread: isOnLoopThread, wakeForCatchUp: wakeForCatchUp)
         self.table = table
-        self.fanotify = FanotifyRouting(marks: FanotifyMarks(system: table.system))
+        self.marked = MarkedTrees(backend: marks)
         self.pairing = MovePairing(window: pairingWindow)
     }
 
@@ -100,7 +101,7 @@ final class Router {
             if let due = subscription.loop.polled?.schedule.due { earliest = min(earliest ?? .max, due) }
         }
         // Directories of a fanotify tree still to list: at once, after the events read.
-        if !fanotify.snapshotQueue.isEmpty { earliest = 0 }
+        if !marked.snapshotQueue.isEmpty { earliest = 0 }
         return earliest
     }
 
@@ -145,7 +146,7 @@ final class Router {
         assert(services.isOnLoopThread())
         time.now = now
         if !timed.polled.isEmpty { pollDue() }
-        if !fanotify.snapshotQueue.isEmpty { continueSnapshots() }
+        if !marked.snapshotQueue.isEmpty { continueSnapshots() }
         if !timed.settling.isEmpty { releaseSettled() }
         if let arrival = held.arrival, now >= held.deadline, !pairing.isEmpty {
             // The departure an exchange with a place not watched brings after it waits for a
@@ -198,9 +199,9 @@ final class Router {
         flushBatches()
         for request in leftover { schedule(request.subscription.run(request.completion)) }
         subscriptions = [:]
-        fanotify.snapshotQueue = []
-        fanotify.trees = []
-        fanotify.marks.closeAll()
+        marked.snapshotQueue = []
+        marked.trees = []
+        marked.closeAll()
         mountFollowing.trees = []
         mountFollowing.table = nil  // (the loop closes the poll's descriptor with its others)
     }
@@ -257,7 +258,7 @@ final class Router {
             // directory, listed as things moved into it): the same inode is still there, so it is
             // a repeat, not a replacement. (One statx, for a move onto a name whose inode a
             // listing read: a tree's listing reads every entry's.)
-            if event.has(EventMask.movedTo), directory.suppressesRepeats, !FanotifyMarks.isFanotify(event.wd),
+            if event.has(EventMask.movedTo), directory.suppressesRepeats, !MarkedDescriptors.contains(event.wd),
                 let listed = directory.listedInode(event.name), entryInode(Array(event.name), in: event.wd) == listed
             {
                 return

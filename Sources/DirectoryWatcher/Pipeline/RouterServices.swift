@@ -33,7 +33,7 @@ struct RouterServices {
     /// runs ``Router/backlogDrained(_:)`` on its leader.
     var wakeForCatchUp: @Sendable (Subscription) -> Void
     /// Reads the fanotify group until its queue is empty, routing every event.
-    var drainFanotify: () -> Void = {}
+    var drainMarks: () -> Void = {}
     /// Opens and closes the loop's poll of the mount table.
     var openMountPoll: () throws(SyscallError) -> Void = {}
     var closeMountPoll: () -> Void = {}

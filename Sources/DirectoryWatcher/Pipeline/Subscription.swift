@@ -53,8 +53,8 @@ final class Subscription: @unchecked Sendable {
     /// Polled rather than watched through inotify: the longest wait between two polls, in
     /// nanoseconds (see ``PollSchedule``); nil for inotify.
     let pollingInterval: UInt64?
-    /// Whether a recursive watcher is to use fanotify (see ``Router/subscribeFanotify(_:)``).
-    let fanotify: FanotifyUse
+    /// Whether a recursive watcher is to use fanotify (see ``Router/subscribeMarked(_:)``).
+    let marking: MarkUse
     let gate = DeliveryGate()
     /// Receives the batches. Set once, before the subscription reaches the loop.
     weak var receiver: (any ChangeReceiver)?
@@ -100,7 +100,7 @@ final class Subscription: @unchecked Sendable {
         /// A polled watcher's listings and schedule.
         var polled: Polled?
         /// For a tree watched through fanotify: the id of its file system, whose mark it uses.
-        var fanotifyID: [UInt8]?
+        var markedFileSystem: [UInt8]?
         /// For a tree: whether it follows the mount table (``Router/followMounts(_:from:)``), and
         /// the id of the mount its root was on when it started (nil when the table could not be
         /// read).
@@ -108,14 +108,14 @@ final class Subscription: @unchecked Sendable {
         var rootMount: Int?
         /// Why fanotify could not be used, when it was preferred (set before the subscribe
         /// task returns, so the subscribing thread reads it after).
-        var fanotifyRefusal: String?
+        var markRefusal: String?
     }
 
-    /// Whether a recursive watcher uses fanotify.
-    enum FanotifyUse: Sendable {
+    /// Whether a recursive watcher uses marked.
+    enum MarkUse: Sendable {
         /// inotify (or polling).
         case no
-        /// fanotify where it can be used, inotify otherwise (``LoopState/fanotifyRefusal`` says why).
+        /// fanotify where it can be used, inotify otherwise (``LoopState/markRefusal`` says why).
         case preferred
         /// fanotify, or the subscribe fails.
         case required
@@ -168,9 +168,9 @@ final class Subscription: @unchecked Sendable {
         root: FileSystemPath, mask: UInt32, entry: WatchedEntry? = nil, target: Target, keepsSnapshot: Bool = false,
         recursive: Bool = false, exclusions: Exclusions? = nil, followsLinks: Bool = false, settler: Settler? = nil,
         limit: Int = Subscription.backlogLimit, strictLimit: Bool = false, acknowledgesLater: Bool = false,
-        pollingInterval: UInt64? = nil, fanotify: FanotifyUse = .no
+        pollingInterval: UInt64? = nil, marking: MarkUse = .no
     ) {
-        self.fanotify = recursive ? fanotify : .no
+        self.marking = recursive ? marking : .no
         self.pollingInterval = pollingInterval
         self.limit = limit
         self.strictLimit = strictLimit

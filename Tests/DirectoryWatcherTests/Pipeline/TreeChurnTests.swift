@@ -768,7 +768,7 @@ class TreeChurnTests: WatchedDirectoryTestCase {
     private func path(_ name: String) -> FileSystemPath { FileSystemPath(directory.url(name)) }
 }
 
-/// ``TreeChurnTests`` through fanotify.
+/// ``TreeChurnTests`` through marked.
 final class FanotifyTreeChurnTests: TreeChurnTests {
     override var backend: DirectoryWatcher.Backend { .fanotify }
 

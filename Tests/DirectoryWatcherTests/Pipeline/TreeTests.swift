@@ -37,7 +37,7 @@ class TreeTests: WatchedDirectoryTestCase {
 
     func path(_ name: String) -> FileSystemPath { FileSystemPath(directory.url(name)) }
 
-    /// The inotify watches a change in the tree adds or drops: none through fanotify.
+    /// The inotify watches a change in the tree adds or drops: none through marked.
     func watches(_ inotifyWatches: Int) -> Int { usesInotify ? inotifyWatches : 0 }
 
     /// Whether the directory is watched: through inotify, it has a kernel watch; through

@@ -1,128 +1,5 @@
 import Glibc
 
-/// A file handle as fanotify names a directory: the file system's id, the handle's type and its
-/// bytes, kept end to end as one key (the router's table from handle to directory hashes it once
-/// per event).
-struct KernelHandle: Hashable, Sendable {
-    /// The 8 bytes of the file system's id, the handle's type (4 bytes, little-endian), the handle.
-    let key: [UInt8]
-
-    init(key: [UInt8]) { self.key = key }
-
-    /// The key's bytes in one call: the default hashes an array element by element, twenty
-    /// calls for a key of twenty bytes, once per event routed.
-    func hash(into hasher: inout Hasher) {
-        key.withUnsafeBytes { hasher.combine(bytes: $0) }
-    }
-
-    static func == (lhs: KernelHandle, rhs: KernelHandle) -> Bool { lhs.key == rhs.key }
-
-    /// Whether this is the handle of these raw parts (compared in place, nothing made).
-    func matches(fileSystemID: UnsafeRawBufferPointer, type: Int32, bytes: UnsafeRawBufferPointer) -> Bool {
-        guard key.count == 12 + bytes.count else { return false }
-        return key.withUnsafeBytes { key in
-            memcmp(key.baseAddress!, fileSystemID.baseAddress!, 8) == 0
-                && key.loadUnaligned(fromByteOffset: 8, as: Int32.self) == type.littleEndian
-                && (bytes.isEmpty || memcmp(key.baseAddress! + 12, bytes.baseAddress!, bytes.count) == 0)
-        }
-    }
-
-    /// A handle read from a record: the file system's id, then `struct file_handle`'s type and
-    /// bytes, copied into the key at once.
-    init(fileSystemID: UnsafeRawBufferPointer, type: Int32, bytes: UnsafeRawBufferPointer) {
-        key = [UInt8](unsafeUninitializedCapacity: 12 + bytes.count) { buffer, count in
-            let base = UnsafeMutableRawBufferPointer(buffer)
-            base.copyMemory(from: fileSystemID)
-            withUnsafeBytes(of: type.littleEndian) {
-                base.baseAddress!.advanced(by: 8).copyMemory(from: $0.baseAddress!, byteCount: 4)
-            }
-            if !bytes.isEmpty {
-                base.baseAddress!.advanced(by: 12).copyMemory(from: bytes.baseAddress!, byteCount: bytes.count)
-            }
-            count = 12 + bytes.count
-        }
-    }
-
-    init(fileSystemID: some Collection<UInt8>, type: Int32, bytes: some Collection<UInt8>) {
-        var key: [UInt8] = []
-        key.reserveCapacity(12 + bytes.count)
-        key += fileSystemID
-        withUnsafeBytes(of: type.littleEndian) { key += $0 }
-        key += bytes
-        self.key = key
-    }
-
-    var fileSystemID: ArraySlice<UInt8> { key[0..<8] }
-    var type: Int32 {
-        var value: UInt32 = 0
-        for byte in key[8..<12].reversed() { value = value << 8 | UInt32(byte) }
-        return Int32(bitPattern: value)
-    }
-    var bytes: ArraySlice<UInt8> { key[12...] }
-}
-
-/// One record read from a fanotify descriptor that reports directories' handles and entries'
-/// names (`FAN_REPORT_DFID_NAME`).
-struct FanotifyEvent: Equatable, Sendable {
-    /// The kernel's mask: the inotify bits it shares (`IN_CREATE` is `FAN_CREATE`), and
-    /// `FAN_RENAME`, `FAN_ONDIR`, `FAN_Q_OVERFLOW`. The kernel may merge several events about
-    /// one name into one record, whose mask is then their union.
-    var mask: UInt64
-    /// The directory that holds the entry (for `FAN_RENAME`, the one it left), and the entry's
-    /// name (``name``); "." for an event about the directory itself. Nil for an overflow, or an
-    /// event about a file that no directory holds any more (reported by its own handle alone).
-    var directory: KernelHandle?
-    /// For `FAN_RENAME`: the directory the entry went to, and its name there (``newName``).
-    var newDirectory: KernelHandle?
-    /// The handle of a directory created or of an entry renamed (the entry's own,
-    /// `FAN_REPORT_TARGET_FID`, since 5.17); nil for any other record.
-    var object: KernelHandle?
-    /// Holds the names at their ranges: for a parsed event, one copy of the bytes its read
-    /// returned, shared by every event of that read (as ``BackendEvent`` shares its read's).
-    var storage: [UInt8] = []
-    var nameRange: Range<Int> = 0..<0
-    var newNameRange: Range<Int> = 0..<0
-
-    init(
-        mask: UInt64, directory: KernelHandle? = nil, name: [UInt8] = [], newDirectory: KernelHandle? = nil,
-        newName: [UInt8] = [], object: KernelHandle? = nil
-    ) {
-        self.mask = mask
-        self.directory = directory
-        self.newDirectory = newDirectory
-        self.object = object
-        storage = name + newName
-        nameRange = 0..<name.count
-        newNameRange = name.count..<(name.count + newName.count)
-    }
-
-    var name: [UInt8] { Array(storage[nameRange]) }
-    var newName: [UInt8] { Array(storage[newNameRange]) }
-
-    /// The inotify event with this record's name (the new one, `renamed`), sharing its bytes.
-    func inotifyEvent(wd: Int32, mask: UInt32, cookie: UInt32 = 0, renamed: Bool = false) -> BackendEvent {
-        BackendEvent(wd: wd, mask: mask, cookie: cookie, nameIn: storage, at: renamed ? newNameRange : nameRange)
-    }
-
-    static func == (lhs: FanotifyEvent, rhs: FanotifyEvent) -> Bool {
-        lhs.mask == rhs.mask && lhs.directory == rhs.directory && lhs.newDirectory == rhs.newDirectory
-            && lhs.object == rhs.object && lhs.name == rhs.name && lhs.newName == rhs.newName
-    }
-
-    var isOverflow: Bool { mask & FanotifyMask.queueOverflow != 0 }
-    var isRename: Bool { mask & FanotifyMask.rename != 0 }
-    var isDirectory: Bool { mask & FanotifyMask.onDirectory != 0 }
-    /// An event about the directory itself rather than an entry of it.
-    var isAboutDirectoryItself: Bool { nameRange.count == 1 && storage[nameRange.lowerBound] == UInt8(ascii: ".") }
-}
-
-/// fanotify's bits beyond inotify's.
-enum FanotifyMask {
-    static let rename: UInt64 = 0x1000_0000
-    static let onDirectory: UInt64 = 0x4000_0000
-    static let queueOverflow: UInt64 = 0x4000
-}
-
 /// Parses what a read of a fanotify descriptor returned. The only code that reads fanotify's raw
 /// records: fields are loaded unaligned, and every length is checked against the bytes read, so a
 /// record that does not fit is reported as possible loss, never read past.
@@ -140,7 +17,7 @@ enum FanotifyEventParser {
     }
 
     struct Parsed {
-        var events: [FanotifyEvent] = []
+        var events: [MarkEvent] = []
         /// The read held something that is no record this parser knows how to read: treated as
         /// an overflow (possible loss) by the caller.
         var isMalformed = false
@@ -170,7 +47,7 @@ enum FanotifyEventParser {
                 parsed.isMalformed = true
                 break
             }
-            var event = FanotifyEvent(mask: buffer.loadUnaligned(fromByteOffset: offset + 8, as: UInt64.self))
+            var event = MarkEvent(mask: buffer.loadUnaligned(fromByteOffset: offset + 8, as: UInt64.self))
             event.storage = storage
             let fd = buffer.loadUnaligned(fromByteOffset: offset + 16, as: Int32.self)
             if fd >= 0 { parsed.descriptors.append(fd) }
@@ -186,7 +63,7 @@ enum FanotifyEventParser {
     /// Reads an event's information records; false when one does not fit.
     /// `start`: where `records` begins in the read (the names' ranges are offsets into it).
     private static func parseInformation(
-        _ records: UnsafeRawBufferPointer, at start: Int, into event: inout FanotifyEvent,
+        _ records: UnsafeRawBufferPointer, at start: Int, into event: inout MarkEvent,
         previous: inout KernelHandle?
     ) -> Bool {
         var offset = 0
@@ -210,8 +87,8 @@ enum FanotifyEventParser {
                 // directory by it) and a rename (an exchange's halves move two entries, a rename
                 // and its way back one). Every other record's copy would cost an allocation an
                 // event.
-                let creation = UInt64(EventMask.create) | FanotifyMask.onDirectory
-                guard event.mask & creation == creation || event.mask & FanotifyMask.rename != 0 else { break }
+                let creation = UInt64(EventMask.create) | MarkBits.onDirectory
+                guard event.mask & creation == creation || event.mask & MarkBits.rename != 0 else { break }
                 var unshared: KernelHandle?
                 guard let handle = handle(record, named: false, previous: &unshared) else { return false }
                 event.object = handle.0

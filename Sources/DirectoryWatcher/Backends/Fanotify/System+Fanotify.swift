@@ -1,7 +1,7 @@
 import CDirectoryWatcherShims
 import Glibc
 
-/// fanotify's calls: a group, a file system's mark, file handles and opening by them.
+/// fanotify's calls: a group, and a file system's mark.
 extension System {
     /// A fanotify group that reports each event with its directory's handle and the entry's
     /// name. `EPERM` without `CAP_SYS_ADMIN`; `EINVAL` on kernels before 5.9.
@@ -13,47 +13,6 @@ extension System {
     func fanotifyMark(_ fd: Int32, fileSystemOf path: FileSystemPath, mask: UInt64, add: Bool) throws(SyscallError) {
         _ = try path.withCString { pointer throws(SyscallError) in
             try retrying("fanotify_mark") { calls.fanotifyMarkFileSystem(fd, add, mask, pointer) }
-        }
-    }
-
-    /// The id fanotify's records give the file system of the open `fd` (`fstatfs`'s `f_fsid`).
-    func fileSystemID(_ fd: Int32) throws(SyscallError) -> [UInt8] {
-        var id = [UInt8](repeating: 0, count: 8)
-        _ = try id.withUnsafeMutableBufferPointer { buffer throws(SyscallError) in
-            try retrying("fstatfs") { calls.fileSystemID(fd, buffer.baseAddress!) }
-        }
-        return id
-    }
-
-    /// The handle of `name` in the open directory `directory`, or of `directory` itself (nil),
-    /// keyed with its file system's id. `EOPNOTSUPP`: the file system gives no handles.
-    func fileHandle(in directory: Int32, name: [UInt8]?, fileSystemID: [UInt8]) throws(SyscallError) -> KernelHandle {
-        var type: Int32 = 0
-        var length: UInt32 = 128
-        var bytes = [UInt8](repeating: 0, count: 128)
-        _ = try bytes.withUnsafeMutableBufferPointer { buffer throws(SyscallError) in
-            try retrying("name_to_handle_at") {
-                if let name {
-                    return (name + [0]).withUnsafeBufferPointer { terminated in
-                        terminated.withMemoryRebound(to: CChar.self) {
-                            calls.nameToHandle(directory, $0.baseAddress!, &type, buffer.baseAddress!, &length)
-                        }
-                    }
-                }
-                return calls.nameToHandle(directory, nil, &type, buffer.baseAddress!, &length)
-            }
-        }
-        return KernelHandle(fileSystemID: fileSystemID, type: type, bytes: bytes[..<Int(length)])
-    }
-
-    /// A descriptor (`O_PATH`) of the object `handle` names, on the file system `mountFD` is
-    /// open on. `ESTALE`: the object is gone.
-    func open(_ handle: KernelHandle, mountFD: Int32) throws(SyscallError) -> Int32 {
-        let bytes = Array(handle.bytes)
-        return try bytes.withUnsafeBufferPointer { buffer throws(SyscallError) in
-            try retrying("open_by_handle_at") {
-                calls.openByHandle(mountFD, handle.type, buffer.baseAddress!, UInt32(buffer.count))
-            }
         }
     }
 }

@@ -51,7 +51,7 @@ final class FanotifyEventParserTests: XCTestCase {
         XCTAssertEqual(
             parsed.events,
             [
-                FanotifyEvent(
+                MarkEvent(
                     mask: UInt64(EventMask.create | EventMask.modify), directory: handle([9, 9, 9, 9, 9, 9, 9, 9]),
                     name: Array("report.txt".utf8))
             ])
@@ -59,7 +59,7 @@ final class FanotifyEventParserTests: XCTestCase {
 
     func testADirectorysCreationGivesItsOwnHandleToo() {
         let bytes = event(
-            mask: UInt64(EventMask.create) | FanotifyMask.onDirectory,
+            mask: UInt64(EventMask.create) | MarkBits.onDirectory,
             information(type: 2, handle: [9, 9, 9, 9, 9, 9, 9, 9], name: Array("report.txt".utf8)),
             information(type: 1, handle: [7, 7, 7, 7]))
         let parsed = parse(bytes)
@@ -67,8 +67,8 @@ final class FanotifyEventParserTests: XCTestCase {
         XCTAssertEqual(
             parsed.events,
             [
-                FanotifyEvent(
-                    mask: UInt64(EventMask.create) | FanotifyMask.onDirectory,
+                MarkEvent(
+                    mask: UInt64(EventMask.create) | MarkBits.onDirectory,
                     directory: handle([9, 9, 9, 9, 9, 9, 9, 9]), name: Array("report.txt".utf8),
                     object: handle([7, 7, 7, 7]))
             ])
@@ -78,7 +78,7 @@ final class FanotifyEventParserTests: XCTestCase {
 
     func testARenameGivesBothDirectoriesAndNames() {
         let bytes = event(
-            mask: FanotifyMask.rename | FanotifyMask.onDirectory,
+            mask: MarkBits.rename | MarkBits.onDirectory,
             information(type: 10, handle: [1], name: Array("old".utf8)),
             information(type: 12, handle: [2], name: Array("new".utf8)))
         let parsed = parse(bytes).events
@@ -109,7 +109,7 @@ final class FanotifyEventParserTests: XCTestCase {
 
     func testAnOverflowHasNoRecordAndSeveralEventsFollowOneAnother() {
         let bytes =
-            event(mask: FanotifyMask.queueOverflow)
+            event(mask: MarkBits.queueOverflow)
             + event(mask: UInt64(EventMask.attributes), information(type: 2, handle: [3], name: Array(".".utf8)))
         let parsed = parse(bytes)
         XCTAssertFalse(parsed.isMalformed)
@@ -170,7 +170,7 @@ final class FanotifyEventParserTests: XCTestCase {
             group, fileSystemOf: FileSystemPath(directory.path), mask: FanotifyTranslation.baseMask, add: true)
         XCTAssertEqual(mkdir(directory.url("made"), 0o755), 0)
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
-        var found: FanotifyEvent?
+        var found: MarkEvent?
         while found == nil {
             let count = try XCTUnwrap(buffer.withUnsafeMutableBytes { try system.read(group, into: $0) })
             let parsed = buffer.withUnsafeBytes {

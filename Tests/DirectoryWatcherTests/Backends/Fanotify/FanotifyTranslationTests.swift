@@ -12,7 +12,7 @@ final class FanotifyTranslationTests: XCTestCase {
     }
 
     func testACreationAndRemovalOfAnEntryThatExistsIsAReplace() {
-        let mask = UInt64(EventMask.delete | EventMask.create) | FanotifyMask.onDirectory
+        let mask = UInt64(EventMask.delete | EventMask.create) | MarkBits.onDirectory
         let directory = EventMask.isDirectory
         XCTAssertEqual(
             FanotifyTranslation.entryEvents(mask) { true },

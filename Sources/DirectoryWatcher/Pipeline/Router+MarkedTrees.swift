@@ -1,8 +1,9 @@
 import Glibc
 
-/// Trees watched through fanotify: one mark for the whole file system, events named by a
-/// directory's file handle and an entry's name, turned into the inotify events the rest of the
-/// router understands (see <doc:WatchingATree>, "fanotify").
+/// Trees watched through a backend that marks a whole file system (``FileSystemMarkBackend``,
+/// fanotify's): one mark, records that name a directory by its file handle and an entry by its
+/// name (``MarkEvent``), turned into the ``BackendEvent``s the rest of the router understands (see
+/// <doc:WatchingATree>, "fanotify").
 ///
 /// Nothing is walked before the watcher is ready: the root's handle is read and the file system
 /// marked, and that is all. A handle an event names that the table does not know is resolved
@@ -20,7 +21,7 @@ extension Router {
     static let snapshotBeforeReady: UInt64 = 10_000_000
 
     /// Watches a tree through fanotify, or throws why it cannot (``SyscallError/detail``).
-    func subscribeFanotify(_ subscription: Subscription) throws(SyscallError) {
+    func subscribeMarked(_ subscription: Subscription) throws(SyscallError) {
         let root = subscription.root
         func refuse(_ errno: Int32, _ why: String) -> SyscallError {
             var error = SyscallError(function: "fanotify", errno: errno)
@@ -38,9 +39,9 @@ extension Router {
                 : "\(what) failed: \(SyscallError.describe(error.errno))"
             return refuse(error.errno, why)
         }
-        if let refusal = fanotify.marks.refusal { throw refusal }
+        if let refusal = marked.backend.refusal { throw refusal }
         do {
-            try fanotify.marks.openGroup()
+            try marked.backend.openGroup()
         } catch {
             throw refuse(error, "fanotify_init")
         }
@@ -71,51 +72,51 @@ extension Router {
         defer { if !keepsMount { table.system.close(mount) } }
         do {
             // Marked through the mount's descriptor: a root deeper than PATH_MAX has no path to give.
-            keepsMount = try fanotify.marks.mark(
+            keepsMount = try marked.backend.mark(
                 FileSystemPath("/proc/self/fd/\(mount)"), directory: mount, id: id,
-                mask: FanotifyTranslation.markMask(selecting: subscription.mask))
+                selecting: subscription.mask)
         } catch {
             let refusal = refuse(error, "fanotify_mark of \(root)'s file system")
-            if error.errno == EPERM { fanotify.marks.refusal = refusal }
-            fanotify.marks.closeGroupIfUnused()
+            if error.errno == EPERM { marked.backend.refusal = refusal }
+            marked.backend.closeGroupIfUnused()
             throw refusal
         }
-        let wd = fanotify.marks.descriptor(for: handle)
+        let wd = marked.backend.descriptor(for: handle)
         let tree = WatchedTree(rootPath: root, wd: wd)
         tree.isLazy = true
         subscription.loop.tree = tree
-        subscription.loop.fanotifyID = id
+        subscription.loop.markedFileSystem = id
         table.insert(subscription, wd: wd, directory: root, mask: subscription.mask, node: tree.root)
         admit(subscription)
-        fanotify.trees.append(subscription)
+        marked.trees.append(subscription)
         followMounts(subscription, from: mounts)
-        fanotify.wanted |= subscription.mask | EventMask.names
+        marked.wanted |= subscription.mask | EventMask.names
         // What was outside the trees may be inside this one; directories other trees know that
         // lie inside it get nodes in this one too.
-        fanotify.marks.forgetOutside()
-        for (known, descriptor) in fanotify.marks.allDescriptors where descriptor != wd {
+        marked.backend.forgetOutside()
+        for (known, descriptor) in marked.backend.allDescriptors where descriptor != wd {
             guard Array(known.fileSystemID) == id, let path = table.watches(descriptor).first?.directory,
                 path.bytes.count > root.bytes.count, MountTable.isPrefix(root.bytes, of: path.bytes)
             else { continue }
             var early = false
             _ = materialize(path, handle: known, in: subscription, early: &early)
         }
-        fanotify.snapshotQueue.append((subscription, tree.root))
+        marked.snapshotQueue.append((subscription, tree.root))
         // A small tree is listed whole before the watcher is ready, a large one for this long and
         // then between reads: until the listing has reached a directory, its events are placed by
         // resolving its handle, which fails once it is removed.
         continueSnapshots(for: Self.snapshotBeforeReady)
     }
 
-    /// A directory created in a lazy tree (``FanotifyRouting/creatingDirectory`` is its handle): it gets a node,
+    /// A directory created in a lazy tree (``MarkedTrees/creatingDirectory`` is its handle): it gets a node,
     /// and is known, empty, as it was made. Returns false when its handle is not known (a kernel
     /// without `FAN_REPORT_TARGET_FID`): it is then walked as inotify's trees walk theirs.
     func created(_ name: ArraySlice<UInt8>, at node: TreeNode, of tree: WatchedTree, for subscription: Subscription)
         -> Bool
     {
-        guard let handle = fanotify.creatingDirectory else { return false }
+        guard let handle = marked.creatingDirectory else { return false }
         let path = node.path.appending(bytes: name)
-        let wd = fanotify.marks.descriptor(for: handle)
+        let wd = marked.backend.descriptor(for: handle)
         if let met = tree.node(wd) {
             // Met by a walk elsewhere first, where a rename or an exchange still to come puts it
             // (the walk said it there): that move's event is the one it was met early for.
@@ -131,23 +132,23 @@ extension Router {
     }
 
     /// A fanotify tree ends: its mark is let go of.
-    func fanotifyEnded(_ subscription: Subscription) {
-        guard let id = subscription.loop.fanotifyID else { return }
-        subscription.loop.fanotifyID = nil
-        fanotify.trees.removeAll { $0 === subscription }
-        fanotify.snapshotQueue.removeAll { $0.subscription === subscription }
-        fanotify.wanted = fanotify.trees.reduce(0) { $0 | $1.mask | EventMask.names }
-        fanotify.marks.unmark(id)
+    func markedTreeEnded(_ subscription: Subscription) {
+        guard let id = subscription.loop.markedFileSystem else { return }
+        subscription.loop.markedFileSystem = nil
+        marked.trees.removeAll { $0 === subscription }
+        marked.snapshotQueue.removeAll { $0.subscription === subscription }
+        marked.wanted = marked.trees.reduce(0) { $0 | $1.mask | EventMask.names }
+        marked.backend.unmark(id)
     }
 
     // MARK: - Events
 
     /// One record read from the fanotify group, at `now`.
-    func receive(_ event: FanotifyEvent, now: UInt64) {
+    func receive(_ event: MarkEvent, now: UInt64) {
         assert(services.isOnLoopThread())
         beginRead(now: now)
         if event.isOverflow {
-            overflowed(fanotify: true)
+            overflowed(marked: true)
             return
         }
         if event.isRename {
@@ -157,13 +158,13 @@ extension Router {
 
         guard let directoryHandle = event.directory, let wd = descriptor(resolving: directoryHandle) else { return }
         if event.isAboutDirectoryItself {
-            for mask in FanotifyTranslation.directoryEvents(event.mask) { handle(BackendEvent(wd: wd, mask: mask)) }
+            for mask in MarkEvent.directoryEvents(event.mask) { handle(BackendEvent(wd: wd, mask: mask)) }
             return
         }
         // Only what a tree asked for, or must follow: a mark shared by trees that asked for more
         // reports it to all of them.
-        let wanted = UInt64(fanotify.wanted) | FanotifyMask.onDirectory
-        FanotifyTranslation.forEachEntryEvent(event.mask & wanted, exists: { entryExists(event.name, in: wd) }) {
+        let wanted = UInt64(marked.wanted) | MarkBits.onDirectory
+        MarkEvent.forEachEntryEvent(event.mask & wanted, exists: { entryExists(event.name, in: wd) }) {
             mask in
             // A directory made in a tree is empty: no walk, since everything made in it comes as
             // its own event, in order. Its handle, in the record, names it.
@@ -171,16 +172,16 @@ extension Router {
                 // A rename held for its mirror has none: routed first, before the handle of the
                 // directory this record creates is set.
                 if held.isHolding { releaseHeldMove() }
-                fanotify.creatingDirectory = event.object
+                marked.creatingDirectory = event.object
             }
             handle(event.inotifyEvent(wd: wd, mask: mask))
-            fanotify.creatingDirectory = nil
+            marked.creatingDirectory = nil
         }
     }
 
     /// A rename, with both its names in one record: a paired move when both directories are in a
     /// tree, a move out or in when one is.
-    private func routeRename(_ event: FanotifyEvent) {
+    private func routeRename(_ event: MarkEvent) {
         let directory = event.isDirectory ? EventMask.isDirectory : 0
         var source = event.directory.flatMap { descriptor(resolving: $0) }
         var target = event.newDirectory.flatMap { descriptor(resolving: $0) }
@@ -193,23 +194,23 @@ extension Router {
         }
         if source == nil, event.isDirectory {
             // A directory that comes in from outside: what lies in it was outside too.
-            fanotify.marks.forgetOutside()
+            marked.backend.forgetOutside()
         }
-        fanotify.cookie = fanotify.cookie == .max ? 1 : fanotify.cookie + 1
+        marked.cookie = marked.cookie == .max ? 1 : marked.cookie + 1
         switch (source, target) {
         case (let from?, let to?):
-            fanotify.renamedObject = event.object
-            defer { fanotify.renamedObject = nil }
+            marked.renamedObject = event.object
+            defer { marked.renamedObject = nil }
             route(
-                move: event.inotifyEvent(wd: from, mask: EventMask.movedFrom | directory, cookie: fanotify.cookie),
+                move: event.inotifyEvent(wd: from, mask: EventMask.movedFrom | directory, cookie: marked.cookie),
                 to: event.inotifyEvent(
-                    wd: to, mask: EventMask.movedTo | directory, cookie: fanotify.cookie, renamed: true))
+                    wd: to, mask: EventMask.movedTo | directory, cookie: marked.cookie, renamed: true))
         case (let from?, nil):
-            route(event.inotifyEvent(wd: from, mask: EventMask.movedFrom | directory, cookie: fanotify.cookie))
+            route(event.inotifyEvent(wd: from, mask: EventMask.movedFrom | directory, cookie: marked.cookie))
         case (nil, let to?):
             route(
                 event.inotifyEvent(
-                    wd: to, mask: EventMask.movedTo | directory, cookie: fanotify.cookie, renamed: true)
+                    wd: to, mask: EventMask.movedTo | directory, cookie: marked.cookie, renamed: true)
             )
         case (nil, nil):
             break
@@ -218,7 +219,7 @@ extension Router {
 
     /// Whether a rename record is the second half of the exchange whose first half is held: the
     /// mirror of the held move, or the departure that follows a held arrival.
-    private func continuesHeldRename(_ event: FanotifyEvent, from source: Int32?, to target: Int32?) -> Bool {
+    private func continuesHeldRename(_ event: MarkEvent, from source: Int32?, to target: Int32?) -> Bool {
         let oldName = event.inotifyEvent(wd: 0, mask: 0).name
         let newName = event.inotifyEvent(wd: 0, mask: 0, renamed: true).name
         if let move = held.move {
@@ -268,9 +269,9 @@ extension Router {
     /// The descriptor of the directory `handle` names, resolved now if the table does not know
     /// it; nil when it is outside every tree (or gone).
     private func descriptor(resolving handle: KernelHandle) -> Int32? {
-        if let wd = fanotify.marks.descriptor(handle) { return wd }
-        if fanotify.marks.isOutside(handle) { return nil }
-        guard let mountFD = fanotify.marks.mountFD(for: handle) else { return nil }
+        if let wd = marked.descriptor(handle) { return wd }
+        if marked.backend.isOutside(handle) { return nil }
+        guard let mountFD = marked.backend.mountFD(for: handle) else { return nil }
         let system = table.system
         guard let fd = try? system.open(handle, mountFD: mountFD) else { return nil }  // gone since
         defer { system.close(fd) }
@@ -279,13 +280,13 @@ extension Router {
         if path.bytes.last == UInt8(ascii: ")"), path.description.hasSuffix(" (deleted)") { return nil }
         var found: Int32?
         var early = false
-        for subscription in fanotify.trees where !subscription.loop.isEnded {
-            guard subscription.loop.fanotifyID.map({ $0[...] == handle.fileSystemID }) == true,
+        for subscription in marked.trees where !subscription.loop.isEnded {
+            guard subscription.loop.markedFileSystem.map({ $0[...] == handle.fileSystemID }) == true,
                 MountTable.isPrefix(subscription.root.bytes, of: path.bytes)
             else { continue }
             if let wd = materialize(path, handle: handle, in: subscription, early: &early) { found = wd }
         }
-        if found == nil && !early { fanotify.marks.markOutside(handle) }
+        if found == nil && !early { marked.backend.markOutside(handle) }
         return found
     }
 
@@ -302,7 +303,7 @@ extension Router {
     func materialize(
         _ path: FileSystemPath, handle: KernelHandle, in subscription: Subscription, early: inout Bool
     ) -> Int32? {
-        guard let tree = subscription.loop.tree, let id = subscription.loop.fanotifyID else { return nil }
+        guard let tree = subscription.loop.tree, let id = subscription.loop.markedFileSystem else { return nil }
         let root = subscription.root.bytes
         guard path.bytes.count > root.count else { return tree.root.wd }
         let relative = path.bytes[(root.count == 1 ? 1 : root.count + 1)...]
@@ -331,7 +332,7 @@ extension Router {
                 guard let found = try? directoryHandle(childPath, fileSystemID: id) else { return nil }
                 childHandle = found
             }
-            let wd = fanotify.marks.descriptor(for: childHandle)
+            let wd = marked.backend.descriptor(for: childHandle)
             if let existing = tree.node(wd) { return existing.wd }  // the same directory, by another name
             let child = tree.add(Array(name), of: node, wd: wd)
             table.insert(subscription, wd: wd, directory: childPath, mask: subscription.mask, node: child)
@@ -347,12 +348,12 @@ extension Router {
     /// subdirectories nodes of the tree and the next to list.
     func continueSnapshots(for slice: UInt64 = Router.snapshotSlice) {
         let end = services.clock() + slice
-        while let (subscription, node) = fanotify.snapshotQueue.popLast() {
+        while let (subscription, node) = marked.snapshotQueue.popLast() {
             guard !subscription.loop.isEnded, let tree = subscription.loop.tree, tree.node(node.wd) === node,
-                let id = subscription.loop.fanotifyID
+                let id = subscription.loop.markedFileSystem
             else { continue }
             if known[node.wd] != nil {
-                for child in node.children.values { fanotify.snapshotQueue.append((subscription, child)) }
+                for child in node.children.values { marked.snapshotQueue.append((subscription, child)) }
             } else {
                 list(node, of: tree, id: id, for: subscription)
             }
@@ -365,20 +366,20 @@ extension Router {
     func retryUnlisted(in tree: WatchedTree, for subscription: Subscription) {
         guard !tree.unlisted.isEmpty else { return }
         for node in tree.unlisted where tree.node(node.wd) === node {
-            fanotify.snapshotQueue.append((subscription, node))
+            marked.snapshotQueue.append((subscription, node))
         }
         tree.unlisted = []
     }
 
     /// Lists what the listing after readiness has not reached yet of `subscription`'s tree, now.
     func finishSnapshots(of subscription: Subscription) {
-        while fanotify.snapshotQueue.contains(where: { $0.subscription === subscription }) {
-            let mine = fanotify.snapshotQueue.filter { $0.subscription === subscription }
-            fanotify.snapshotQueue.removeAll { $0.subscription === subscription }
-            let others = fanotify.snapshotQueue
-            fanotify.snapshotQueue = mine
-            while !fanotify.snapshotQueue.isEmpty { continueSnapshots() }
-            fanotify.snapshotQueue = others
+        while marked.snapshotQueue.contains(where: { $0.subscription === subscription }) {
+            let mine = marked.snapshotQueue.filter { $0.subscription === subscription }
+            marked.snapshotQueue.removeAll { $0.subscription === subscription }
+            let others = marked.snapshotQueue
+            marked.snapshotQueue = mine
+            while !marked.snapshotQueue.isEmpty { continueSnapshots() }
+            marked.snapshotQueue = others
         }
     }
 
@@ -412,7 +413,7 @@ extension Router {
         expectListingEcho(node.wd)
         for entry in listing where entry.isDirectory {
             if let child = node.child(entry.name[...]) {
-                fanotify.snapshotQueue.append((subscription, child))
+                marked.snapshotQueue.append((subscription, child))
                 continue
             }
             let childPath = path.appending(bytes: entry.name[...])
@@ -420,12 +421,12 @@ extension Router {
                 continue
             }
             guard let handle = try? system.fileHandle(in: fd, name: entry.name, fileSystemID: id) else { continue }
-            let wd = fanotify.marks.descriptor(for: handle)
+            let wd = marked.backend.descriptor(for: handle)
             guard tree.node(wd) == nil else { continue }
             let child = tree.add(entry.name, of: node, wd: wd)
             child.inode = entry.inode
             table.insert(subscription, wd: wd, directory: childPath, mask: subscription.mask, node: child)
-            fanotify.snapshotQueue.append((subscription, child))
+            marked.snapshotQueue.append((subscription, child))
         }
     }
 }

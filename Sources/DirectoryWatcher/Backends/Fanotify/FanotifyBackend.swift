@@ -1,21 +1,15 @@
 import Glibc
 
-/// A fanotify group's marks and the table from a directory's file handle to the descriptor the
-/// router knows it by. Loop thread only.
+/// The fanotify backend: a group's marks and the table from a directory's file handle to the
+/// descriptor the router knows it by, and what its records mean. Loop thread only.
 ///
 /// One mark covers a whole file system (`FAN_MARK_FILESYSTEM`), so a tree on it costs no kernel
 /// watch per directory. Its events name a directory by its file handle: the table maps each
 /// handle met to a descriptor of the same kind as inotify's watch descriptors, numbered from
-/// ``firstDescriptor`` so the two never meet, and the router's watch table, trees and kept
+/// ``MarkedDescriptors/first`` so the two never meet, and the router's watch table, trees and kept
 /// directories serve both. Handles of directories outside every watched tree are remembered as
 /// such (``outside``), so an event elsewhere on the file system costs one hash lookup.
-struct FanotifyMarks {
-    /// The first descriptor given to a handle: inotify numbers its watches upwards from 1, and
-    /// never reaches 2^30 in the life of an instance.
-    static let firstDescriptor: Int32 = 1 << 30
-
-    static func isFanotify(_ wd: Int32) -> Bool { wd >= firstDescriptor }
-
+final class FanotifyBackend: FileSystemMarkBackend {
     /// One marked file system.
     struct Mark {
         /// The mount point of the first watched root's mount, open: `open_by_handle_at`
@@ -43,7 +37,7 @@ struct FanotifyMarks {
     private(set) var marks: [[UInt8]: Mark] = [:]
     private var descriptors: [KernelHandle: Int32] = [:]
     private var handles = ByDescriptor<KernelHandle>()
-    private var next = firstDescriptor
+    private var next = MarkedDescriptors.first
     /// Handles resolved to directories outside every watched tree. Bounded: past
     /// ``outsideLimit`` it starts again empty (a cache, whose misses cost a resolution).
     private(set) var outside: Set<KernelHandle> = []
@@ -52,16 +46,18 @@ struct FanotifyMarks {
     init(system: System) { self.system = system }
 
     /// Opens the group if it is not open yet.
-    mutating func openGroup() throws(SyscallError) {
+    func openGroup() throws(SyscallError) {
         if fd < 0 { fd = try open() }
     }
 
-    /// Marks the file system of `path` (whose id is `id`) with `mask`, or adds to its mark; the
+    /// Marks the file system of `path` (whose id is `id`) for a watcher that selected `selected`
+    /// (``FanotifyTranslation/markMask(selecting:)``), or adds to its mark; the
     /// mark takes `directory` (its mount point, open) as its mount descriptor when it is new, and
     /// otherwise the caller keeps (and closes) it. Returns whether the mark took it.
-    mutating func mark(
-        _ path: FileSystemPath, directory: Int32, id: [UInt8], mask: UInt64
+    func mark(
+        _ path: FileSystemPath, directory: Int32, id: [UInt8], selecting selected: UInt32
     ) throws(SyscallError) -> Bool {
+        let mask = FanotifyTranslation.markMask(selecting: selected)
         if var existing = marks[id] {
             if existing.mask | mask != existing.mask {
                 try system.fanotifyMark(fd, fileSystemOf: path, mask: mask, add: true)
@@ -77,7 +73,7 @@ struct FanotifyMarks {
     }
 
     /// A watcher of the file system `id` leaves: the last one removes the mark.
-    mutating func unmark(_ id: [UInt8]) {
+    func unmark(_ id: [UInt8]) {
         guard var mark = marks[id] else { return }
         mark.users -= 1
         if mark.users > 0 {
@@ -95,11 +91,10 @@ struct FanotifyMarks {
 
     /// With no mark left, the group goes: a process whose trees have all ended holds no fanotify
     /// group, as one that watches nothing holds no inotify instance.
-    mutating func closeGroupIfUnused() {
+    func closeGroupIfUnused() {
         guard fd >= 0, marks.isEmpty else { return }
         close()
         fd = -1
-        last = nil
         outside = []
     }
 
@@ -107,20 +102,12 @@ struct FanotifyMarks {
         marks[Array(handle.fileSystemID)]?.mountFD
     }
 
-    /// The descriptor of a directory's handle, if it has one. The last one found is kept: the
-    /// events of a read come mostly from one directory, and comparing twenty bytes costs less
-    /// than hashing them.
-    mutating func descriptor(_ handle: KernelHandle) -> Int32? {
-        if let last, last.handle == handle { return last.wd }
-        guard let wd = descriptors[handle] else { return nil }
-        last = (handle, wd)
-        return wd
-    }
-
-    private var last: (handle: KernelHandle, wd: Int32)?
+    /// The descriptor of a directory's handle, if it has one. (The router keeps the last one it
+    /// was given, ``MarkedTrees``: the events of a read come mostly from one directory.)
+    func descriptor(_ handle: KernelHandle) -> Int32? { descriptors[handle] }
 
     /// The descriptor of `handle`, given now if it has none.
-    mutating func descriptor(for handle: KernelHandle) -> Int32 {
+    func descriptor(for handle: KernelHandle) -> Int32 {
         if let wd = descriptors[handle] { return wd }
         let wd = next
         next += 1
@@ -137,27 +124,25 @@ struct FanotifyMarks {
     var allDescriptors: [(KernelHandle, Int32)] { descriptors.map { ($0.key, $0.value) } }
 
     /// No watcher uses the directory of `wd` any more.
-    mutating func forget(_ wd: Int32) {
+    func forget(_ wd: Int32) {
         guard let handle = handles.removeValue(forKey: wd) else { return }
         descriptors[handle] = nil
-        if last?.wd == wd { last = nil }
     }
 
-    mutating func isOutside(_ handle: KernelHandle) -> Bool { outside.contains(handle) }
+    func isOutside(_ handle: KernelHandle) -> Bool { outside.contains(handle) }
 
-    mutating func markOutside(_ handle: KernelHandle) {
+    func markOutside(_ handle: KernelHandle) {
         if outside.count >= Self.outsideLimit { outside = [] }
         outside.insert(handle)
     }
 
     /// A directory moved into a tree, or a tree was added: what was outside may be inside now.
-    mutating func forgetOutside() {
+    func forgetOutside() {
         if !outside.isEmpty { outside = [] }
     }
 
     /// The loop is stopping: the mount descriptors close (the group is the loop's to close).
-    mutating func closeAll() {
-        last = nil
+    func closeAll() {
         for mark in marks.values { system.close(mark.mountFD) }
         marks = [:]
         descriptors = [:]
