@@ -38,8 +38,8 @@ struct MarkEvent: Equatable, Sendable {
     var name: [UInt8] { Array(storage[nameRange]) }
     var newName: [UInt8] { Array(storage[newNameRange]) }
 
-    /// The inotify event with this record's name (the new one, `renamed`), sharing its bytes.
-    func inotifyEvent(wd: Int32, mask: UInt32, cookie: UInt32 = 0, renamed: Bool = false) -> BackendEvent {
+    /// The backend event with this record's name (the new one, `renamed`), sharing its bytes.
+    func backendEvent(wd: Int32, mask: UInt32, cookie: UInt32 = 0, renamed: Bool = false) -> BackendEvent {
         BackendEvent(wd: wd, mask: mask, cookie: cookie, nameIn: storage, at: renamed ? newNameRange : nameRange)
     }
 

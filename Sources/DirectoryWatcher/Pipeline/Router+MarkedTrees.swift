@@ -174,7 +174,7 @@ extension Router {
                 if held.isHolding { releaseHeldMove() }
                 marked.creatingDirectory = event.object
             }
-            handle(event.inotifyEvent(wd: wd, mask: mask))
+            handle(event.backendEvent(wd: wd, mask: mask))
             marked.creatingDirectory = nil
         }
     }
@@ -202,14 +202,14 @@ extension Router {
             marked.renamedObject = event.object
             defer { marked.renamedObject = nil }
             route(
-                move: event.inotifyEvent(wd: from, mask: EventMask.movedFrom | directory, cookie: marked.cookie),
-                to: event.inotifyEvent(
+                move: event.backendEvent(wd: from, mask: EventMask.movedFrom | directory, cookie: marked.cookie),
+                to: event.backendEvent(
                     wd: to, mask: EventMask.movedTo | directory, cookie: marked.cookie, renamed: true))
         case (let from?, nil):
-            route(event.inotifyEvent(wd: from, mask: EventMask.movedFrom | directory, cookie: marked.cookie))
+            route(event.backendEvent(wd: from, mask: EventMask.movedFrom | directory, cookie: marked.cookie))
         case (nil, let to?):
             route(
-                event.inotifyEvent(
+                event.backendEvent(
                     wd: to, mask: EventMask.movedTo | directory, cookie: marked.cookie, renamed: true)
             )
         case (nil, nil):
@@ -220,8 +220,8 @@ extension Router {
     /// Whether a rename record is the second half of the exchange whose first half is held: the
     /// mirror of the held move, or the departure that follows a held arrival.
     private func continuesHeldRename(_ event: MarkEvent, from source: Int32?, to target: Int32?) -> Bool {
-        let oldName = event.inotifyEvent(wd: 0, mask: 0).name
-        let newName = event.inotifyEvent(wd: 0, mask: 0, renamed: true).name
+        let oldName = event.backendEvent(wd: 0, mask: 0).name
+        let newName = event.backendEvent(wd: 0, mask: 0, renamed: true).name
         if let move = held.move {
             return source == move.to.wd && target == move.from.wd && oldName == move.to.name
                 && newName == move.from.name
