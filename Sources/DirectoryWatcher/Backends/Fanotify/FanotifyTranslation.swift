@@ -1,4 +1,4 @@
-/// What a fanotify mark asks for, and what its records mean (``MarkEvent``'s reading of a merged
+/// What a fanotify mark asks for (what its records mean is ``MarkEvent``'s reading of a merged
 /// record): pure functions.
 enum FanotifyTranslation {
     /// What a fanotify mark covering a tree asks for, whatever the watchers selected: every change
@@ -15,14 +15,4 @@ enum FanotifyTranslation {
     static func markMask(selecting mask: UInt32) -> UInt64 {
         baseMask | UInt64(mask & optionalBits)
     }
-
-    /// The events of a record about an entry (``MarkEvent/forEachEntryEvent(_:exists:_:)``).
-    static func entryEvents(_ mask: UInt64, exists: () -> Bool) -> [UInt32] {
-        var events: [UInt32] = []
-        MarkEvent.forEachEntryEvent(mask, exists: exists) { events.append($0) }
-        return events
-    }
-
-    /// The events of a record about a directory itself (``MarkEvent/directoryEvents(_:)``).
-    static func directoryEvents(_ mask: UInt64) -> [UInt32] { MarkEvent.directoryEvents(mask) }
 }

@@ -57,7 +57,7 @@ final class MemoryFileSystem: @unchecked Sendable {
     /// The watch descriptor of the loop's barrier file: events the barrier writes queue on it.
     static let barrierWD: Int32 = 999_999
 
-    let lock = NSLock()
+    private let lock = NSLock()
     private let root: Node
     private var nextInode: UInt64 = 2
     /// The file system's clock: each change advances it, and is stamped with it (modification,
@@ -344,10 +344,10 @@ final class MemoryFileSystem: @unchecked Sendable {
     }
 
     /// The directory open as `fd`.
-    func openNode(_ fd: Int32) -> Node? { open[fd]?.node }
+    private func openNode(_ fd: Int32) -> Node? { open[fd]?.node }
 
     /// The node at `path`, or at a `/proc/self/fd/N` link to an open directory.
-    func find(_ path: String) -> Node? {
+    private func find(_ path: String) -> Node? {
         if path.hasPrefix("/proc/self/fd/") {
             return Int32(path.dropFirst("/proc/self/fd/".count)).flatMap { open[$0]?.node }
         }
