@@ -126,6 +126,9 @@ final class Bench {
         var fanotifyCPU: [Double] = []
         var fanotifyLost: [Double] = []
         var fanotifyOverflows: [Double] = []
+        var outsideCPU: [Double] = []
+        var outsideChanges: [Double] = []
+        var outsideOverflows: [Double] = []
         var trees: [Int: [Double]] = [:]
         var floorWatches: [Int: [Double]] = [:]
         var libraryTrees: [Int: [Double]] = [:]
@@ -175,6 +178,13 @@ final class Bench {
                 fanotifyCPU.append(fanotify.cpuPerChange / 1000)
                 fanotifyLost.append(Double(c.burstSize - fanotify.created))
                 fanotifyOverflows.append(Double(fanotify.overflows))
+                log(
+                    "round \(round + 1)/\(c.rounds): library on fanotify: burst of \(format(Double(c.burstSize))) "
+                        + "creates outside its tree")
+                guard let outside = try fanotifyOutsideBurst(round: round) else { continue }
+                outsideCPU.append(outside.cpuPerChange / 1000)
+                outsideChanges.append(Double(outside.changes))
+                outsideOverflows.append(Double(outside.overflows))
             }
             for contender in order {
                 log("round \(round + 1)/\(c.rounds): \(contender): \(format(Double(c.watcherCount))) watchers")
@@ -284,6 +294,20 @@ final class Bench {
             figure(
                 "overflows-fanotify", "Overflow notices in the burst, fanotify", "notices",
                 (onFanotify(fanotifyOverflows), .values(overflows[.floor] ?? [])), .none),
+            // The mark covers the whole file system: a burst beside the tree is read and dropped.
+            // The floor watches the burst's own directory, so its figure is a change it reports.
+            figure(
+                "outside-cpu-fanotify",
+                "CPU per event outside the tree, fanotify: a burst of \(burstName) beside a quiet tree "
+                    + "(floor: per change, watching the burst)", "µs",
+                (onFanotify(outsideCPU), .values(cpu[.floor] ?? [])), .none),
+            figure(
+                "outside-changes-fanotify", "Changes reported for a burst of \(burstName) outside the tree, fanotify",
+                "changes", (onFanotify(outsideChanges), .notAvailable("watches no tree")), .atMost(0)),
+            figure(
+                "outside-overflows-fanotify",
+                "Overflow notices for a burst of \(burstName) outside the tree, fanotify", "notices",
+                (onFanotify(outsideOverflows), .notAvailable("watches no tree")), .atMost(0)),
         ]
         for size in c.treeSizes {
             // Keys of the fanotify rows do not start with "tree-": the peers fill those.
@@ -437,6 +461,7 @@ final class Bench {
     struct BurstResult {
         let cpuPerChange: Double
         let created: Int
+        let changes: Int
         let overflows: Int
     }
 
@@ -460,6 +485,17 @@ final class Bench {
         return try burst(in: directory, arguments: ["library-watch", directory, "quiet", "fanotify"])
     }
 
+    /// The same burst made beside a recursive library watcher on fanotify whose tree stays
+    /// quiet, in the same scratch directory: the mark sees every event and drops it. Charged per
+    /// event made.
+    private func fanotifyOutsideBurst(round: Int) throws(BenchError) -> BurstResult? {
+        let tree = "\(scratch)/quiet-fanotify-\(round)"
+        let outside = "\(scratch)/outside-fanotify-\(round)"
+        try Files.makeDirectory(tree)
+        defer { Files.remove(tree) }
+        return try burst(in: outside, arguments: ["library-watch", tree, "quiet", "fanotify"])
+    }
+
     private func burst(in directory: String, arguments: [String]) throws(BenchError) -> BurstResult? {
         let c = configuration
         try Files.makeDirectory(directory)
@@ -473,7 +509,7 @@ final class Bench {
         let cpu = Double(cpuNanoseconds(usage)) - (try value("cpu", in: ready))
         return BurstResult(
             cpuPerChange: cpu / Double(c.burstSize), created: Int(try value("created", in: done)),
-            overflows: Int(try value("overflows", in: done)))
+            changes: Int(try value("changes", in: done)), overflows: Int(try value("overflows", in: done)))
     }
 
     /// The child's first line containing `marker`; nil, once the child has exited, when it said

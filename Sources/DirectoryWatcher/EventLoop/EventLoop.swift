@@ -296,7 +296,8 @@ final class EventLoop: @unchecked Sendable {
             }
             let parsed = FanotifyEventParser.parse(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
             for fd in parsed.descriptors { system.close(fd) }
-            for event in parsed.events { router.receive(event, now: now) }
+            // By index: each record is lent to the router, not copied out of the array first.
+            for index in parsed.events.indices { router.receive(parsed.events[index], now: now) }
             budget -= parsed.events.count
             if parsed.isMalformed { router.receive(MarkEvent(mask: MarkBits.queueOverflow), now: now) }
             // A record is at most a few hundred bytes (two handles and two names).
@@ -322,7 +323,8 @@ final class EventLoop: @unchecked Sendable {
                 return
             }
             let parsed = InotifyEventParser.parse(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
-            for event in parsed.events { router.receive(event, now: now) }
+            // By index: each record is lent to the router, not copied out of the array first.
+            for index in parsed.events.indices { router.receive(parsed.events[index], now: now) }
             if parsed.malformedTrailingBytes != 0 { router.receive(Router.lossMarker, now: now) }
             // The kernel fills a read with every queued event that fits: room left for the largest
             // record means nothing was left, and a second read would only find the queue empty.

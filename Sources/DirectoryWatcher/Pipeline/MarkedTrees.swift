@@ -17,9 +17,11 @@ struct MarkedTrees {
     var cookie: UInt32 = 0
     /// The handle of the entry the rename being routed moves, against ``ExchangeHold/object``.
     var renamedObject: KernelHandle?
-    /// The last directory a record named, and its descriptor: the records of a read come mostly
-    /// from one directory, and comparing its handle costs less than asking the backend.
-    private var last: (handle: KernelHandle, wd: Int32)?
+    /// The last directory a record named, and its descriptor, or nil for a directory outside
+    /// every tree: the records of a read come mostly from one directory (a build's, elsewhere on
+    /// the file system, as often as the tree's own), and comparing its handle costs less than
+    /// hashing it to ask the backend.
+    private var last: (handle: KernelHandle, wd: Int32?)?
 
     init(backend: any FileSystemMarkBackend) { self.backend = backend }
 
@@ -29,6 +31,33 @@ struct MarkedTrees {
         guard let wd = backend.descriptor(handle) else { return nil }
         last = (handle, wd)
         return wd
+    }
+
+    /// The descriptor of a directory's handle, given now if it has none (it is in a tree now,
+    /// if it was outside).
+    mutating func descriptor(for handle: KernelHandle) -> Int32 {
+        last = nil
+        return backend.descriptor(for: handle)
+    }
+
+    /// Whether the directory of `handle` was found outside every tree.
+    mutating func isOutside(_ handle: KernelHandle) -> Bool {
+        if let last, last.handle == handle { return last.wd == nil }
+        guard backend.isOutside(handle) else { return false }
+        last = (handle, nil)
+        return true
+    }
+
+    /// The directory of `handle` is outside every tree.
+    mutating func markOutside(_ handle: KernelHandle) {
+        backend.markOutside(handle)
+        last = (handle, nil)
+    }
+
+    /// What was outside may be inside now (a directory moved into a tree, a tree added).
+    mutating func forgetOutside() {
+        backend.forgetOutside()
+        if let last, last.wd == nil { self.last = nil }
     }
 
     /// No watcher uses the directory of `wd` any more.

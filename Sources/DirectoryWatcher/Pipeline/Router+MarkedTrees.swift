@@ -81,7 +81,7 @@ extension Router {
             marked.backend.closeGroupIfUnused()
             throw refusal
         }
-        let wd = marked.backend.descriptor(for: handle)
+        let wd = marked.descriptor(for: handle)
         let tree = WatchedTree(rootPath: root, wd: wd)
         tree.isLazy = true
         subscription.loop.tree = tree
@@ -93,7 +93,7 @@ extension Router {
         marked.wanted |= subscription.mask | EventMask.names
         // What was outside the trees may be inside this one; directories other trees know that
         // lie inside it get nodes in this one too.
-        marked.backend.forgetOutside()
+        marked.forgetOutside()
         for (known, descriptor) in marked.backend.allDescriptors where descriptor != wd {
             guard Array(known.fileSystemID) == id, let path = table.watches(descriptor).first?.directory,
                 path.bytes.count > root.bytes.count, MountTable.isPrefix(root.bytes, of: path.bytes)
@@ -116,7 +116,7 @@ extension Router {
     {
         guard let handle = marked.creatingDirectory else { return false }
         let path = node.path.appending(bytes: name)
-        let wd = marked.backend.descriptor(for: handle)
+        let wd = marked.descriptor(for: handle)
         if let met = tree.node(wd) {
             // Met by a walk elsewhere first, where a rename or an exchange still to come puts it
             // (the walk said it there): that move's event is the one it was met early for.
@@ -194,7 +194,7 @@ extension Router {
         }
         if source == nil, event.isDirectory {
             // A directory that comes in from outside: what lies in it was outside too.
-            marked.backend.forgetOutside()
+            marked.forgetOutside()
         }
         marked.cookie = marked.cookie == .max ? 1 : marked.cookie + 1
         switch (source, target) {
@@ -270,7 +270,7 @@ extension Router {
     /// it; nil when it is outside every tree (or gone).
     private func descriptor(resolving handle: KernelHandle) -> Int32? {
         if let wd = marked.descriptor(handle) { return wd }
-        if marked.backend.isOutside(handle) { return nil }
+        if marked.isOutside(handle) { return nil }
         guard let mountFD = marked.backend.mountFD(for: handle) else { return nil }
         let system = table.system
         guard let fd = try? system.open(handle, mountFD: mountFD) else { return nil }  // gone since
@@ -286,7 +286,7 @@ extension Router {
             else { continue }
             if let wd = materialize(path, handle: handle, in: subscription, early: &early) { found = wd }
         }
-        if found == nil && !early { marked.backend.markOutside(handle) }
+        if found == nil && !early { marked.markOutside(handle) }
         return found
     }
 
@@ -332,7 +332,7 @@ extension Router {
                 guard let found = try? directoryHandle(childPath, fileSystemID: id) else { return nil }
                 childHandle = found
             }
-            let wd = marked.backend.descriptor(for: childHandle)
+            let wd = marked.descriptor(for: childHandle)
             if let existing = tree.node(wd) { return existing.wd }  // the same directory, by another name
             let child = tree.add(Array(name), of: node, wd: wd)
             table.insert(subscription, wd: wd, directory: childPath, mask: subscription.mask, node: child)
@@ -421,7 +421,7 @@ extension Router {
                 continue
             }
             guard let handle = try? system.fileHandle(in: fd, name: entry.name, fileSystemID: id) else { continue }
-            let wd = marked.backend.descriptor(for: handle)
+            let wd = marked.descriptor(for: handle)
             guard tree.node(wd) == nil else { continue }
             let child = tree.add(entry.name, of: node, wd: wd)
             child.inode = entry.inode

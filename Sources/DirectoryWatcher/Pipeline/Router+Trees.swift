@@ -200,7 +200,7 @@ extension Router {
         foundByRescan: Bool
     ) -> TreeNode? {
         var result = walked
-        if let handle = result.handle { result.wd = marked.backend.descriptor(for: handle) }
+        if let handle = result.handle { result.wd = marked.descriptor(for: handle) }
         guard result.isWatched else {
             // A link that leads nowhere, or to a file, is no directory to watch.
             guard let failure = result.failure, !step.throughLink else { return nil }

@@ -15,7 +15,16 @@ struct KernelHandle: Hashable, Sendable {
         key.withUnsafeBytes { hasher.combine(bytes: $0) }
     }
 
-    static func == (lhs: KernelHandle, rhs: KernelHandle) -> Bool { lhs.key == rhs.key }
+    /// Compared with one `memcmp`: `Array`'s own `==` goes element by element, and the router
+    /// compares a record's handle with the last one it saw at every record.
+    static func == (lhs: KernelHandle, rhs: KernelHandle) -> Bool {
+        lhs.key.withUnsafeBytes { left in
+            rhs.key.withUnsafeBytes { right in
+                left.count == right.count
+                    && (left.isEmpty || memcmp(left.baseAddress!, right.baseAddress!, left.count) == 0)
+            }
+        }
+    }
 
     /// Whether this is the handle of these raw parts (compared in place, nothing made).
     func matches(fileSystemID: UnsafeRawBufferPointer, type: Int32, bytes: UnsafeRawBufferPointer) -> Bool {

@@ -52,4 +52,45 @@ final class EndToEndStressTests: XCTestCase {
         run.interrupt()
         XCTAssertEqual(try run.waitForExit(), 0)
     }
+
+    /// A fanotify tree's mark covers its whole file system, so its queue carries every event
+    /// made elsewhere on it too (issue 28). Two writers make 60,000 files each outside the tree
+    /// while dirwatch, at nice 19, is stopped and reads nothing: 120,000 events and more, over
+    /// seven times a default queue (`fs.fanotify.max_queued_events`, 16,384). None of that may
+    /// overflow the quiet tree's queue: once dirwatch goes on, the next line it prints is the
+    /// one change made in the tree, and nothing else comes, no overflow and no rescan's finds.
+    func testTwoWritersOutsideAFanotifyTreeCannotOverflowItsQueue() throws {
+        let quiet = directory + "/quiet"
+        XCTAssertEqual(mkdir(quiet, 0o755), 0)
+        XCTAssertEqual(mkdir(quiet + "/sub", 0o755), 0)
+        touch(quiet + "/sub/old")
+        let nice = URL(fileURLWithPath: "/usr/bin/nice")
+        try XCTSkipUnless(FileManager.default.isExecutableFile(atPath: nice.path), "needs nice(1)")
+        let run = try Run(
+            nice, ["-n", "19", EndToEndTests.binary.path, "-r", "--backend", "fanotify", "--json", quiet])
+        try run.waitUntilEstablished()
+        XCTAssertTrue(run.errorsSoFar().contains("dirwatch: fanotify for \(quiet): "), run.errorsSoFar())
+        run.pause()
+        let writers = DispatchGroup()
+        for writer in 0..<2 {
+            let outside = directory + "/outside-\(writer)"
+            XCTAssertEqual(mkdir(outside, 0o755), 0)
+            DispatchQueue.global().async(group: writers) {
+                for index in 0..<60_000 { close(open(outside + "/f\(index)", O_CREAT | O_WRONLY, 0o644)) }
+            }
+        }
+        writers.wait()
+        for writer in 0..<2 {
+            let made = try FileManager.default.contentsOfDirectory(atPath: directory + "/outside-\(writer)")
+            XCTAssertEqual(made.count, 60_000, "writer \(writer) made all its files")
+        }
+        run.resume()
+        touch(quiet + "/sub/new")
+        XCTAssertEqual(
+            try run.nextJSON(), ["kind": "created", "path": quiet + "/sub/new", "isDirectory": false],
+            "the one change in the tree, and no overflow before it")
+        run.interrupt()
+        XCTAssertEqual(try run.waitForExit(), 0)
+        XCTAssertEqual(run.remainingOutput(), "", "nothing else was reported: no overflow, no rescan")
+    }
 }

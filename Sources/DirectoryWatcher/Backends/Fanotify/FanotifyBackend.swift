@@ -8,7 +8,8 @@ import Glibc
 /// handle met to a descriptor of the same kind as inotify's watch descriptors, numbered from
 /// ``MarkedDescriptors/first`` so the two never meet, and the router's watch table, trees and kept
 /// directories serve both. Handles of directories outside every watched tree are remembered as
-/// such (``outside``), so an event elsewhere on the file system costs one hash lookup.
+/// such (``outside``), so an event elsewhere on the file system costs one hash lookup, and none
+/// when it comes from the directory the last record named (``MarkedTrees`` keeps that one).
 final class FanotifyBackend: FileSystemMarkBackend {
     /// One marked file system.
     struct Mark {
