@@ -60,7 +60,7 @@ final class KnownDirectory {
         listing: [(name: [UInt8], inode: UInt64, isDirectory: Bool)], listedAfter start: Snapshot.Time,
         at now: Snapshot.Time
     ) {
-        entries = NameTable(minimumCapacity: listing.count)
+        entries = NameTable(minimumCapacity: listing.count, nameBytes: listing.reduce(0) { $0 + $1.name.count })
         let bornBy = start.justBefore
         for entry in listing {
             entries.updateValue(
@@ -72,7 +72,8 @@ final class KnownDirectory {
     }
 
     private static func entries(of snapshot: Snapshot) -> NameTable<Known> {
-        var entries = NameTable<Known>(minimumCapacity: snapshot.entries.count)
+        var entries = NameTable<Known>(
+            minimumCapacity: snapshot.entries.count, nameBytes: snapshot.entries.keys.reduce(0) { $0 + $1.count })
         for (name, entry) in snapshot.entries { entries.updateValue(.entry(entry), forName: name[...]) }
         return entries
     }

@@ -9,7 +9,9 @@
 ///   allocation of its own; the bytes of removed names are reclaimed by compacting the arena once
 ///   they are more than half of it;
 /// - the values live in one array of records, in insertion order, with the name's place in the
-///   arena and its hash (``NameHash``), and a removal moves the last record into the hole;
+///   arena, and a removal moves the last record into the hole; a record keeps no hash (8 bytes
+///   of each entry's): the index's slot keeps half of it, which rejects another name, and the
+///   rare step that needs all of it (a table grown, a record moved) hashes the name again;
 /// - the index is open addressing with linear probing over 8-byte slots, each the record's number
 ///   and the upper half of its hash: a probe rejects another name without reading the records,
 ///   and growing the index rehashes nothing and moves no value.
@@ -19,7 +21,6 @@ struct NameTable<Value> {
     private struct Record {
         var start: UInt32
         var length: UInt32
-        var hash: UInt64
         var value: Value
     }
 
@@ -28,13 +29,16 @@ struct NameTable<Value> {
     /// Bytes of `names` that no record uses any more.
     private var garbage = 0
     /// 0: empty; else `(upper half of the hash) << 32 | (record number + 1)`. A power of two long,
-    /// at most half full.
+    /// at most four fifths full (``fits(_:in:)``).
     private var slots: [UInt64] = Array(repeating: 0, count: 8)
 
     init() {}
 
-    init(minimumCapacity: Int) {
+    /// A table sized for `minimumCapacity` names of `nameBytes` bytes in all (a listing's): the
+    /// arena is not grown by doubling, which would leave up to half of it unused.
+    init(minimumCapacity: Int, nameBytes: Int = 0) {
         reserveCapacity(minimumCapacity)
+        names.reserveCapacity(nameBytes)
     }
 
     var count: Int { records.count }
@@ -43,7 +47,7 @@ struct NameTable<Value> {
     mutating func reserveCapacity(_ capacity: Int) {
         records.reserveCapacity(capacity)
         var size = slots.count
-        while size < capacity * 2 { size *= 2 }
+        while !Self.fits(capacity, in: size) { size *= 2 }
         if size > slots.count { rebuildIndex(size: size) }
     }
 
@@ -81,14 +85,14 @@ struct NameTable<Value> {
             records[number].value = value
             return old
         }
-        guard records.count + 1 <= slots.count / 2 else {
+        guard Self.fits(records.count + 1, in: slots.count) else {
             rebuildIndex(size: slots.count * 2)
             return updateValue(value, forName: name)
         }
         let start = names.count
         names.append(contentsOf: name)
         precondition(names.count <= UInt32.max, "NameTable: more than 4 GiB of names")
-        records.append(Record(start: UInt32(start), length: UInt32(name.count), hash: hash, value: value))
+        records.append(Record(start: UInt32(start), length: UInt32(name.count), value: value))
         slots[found.slot] = Self.slot(hash: hash, record: records.count - 1)
         return nil
     }
@@ -104,9 +108,10 @@ struct NameTable<Value> {
         if number != last {
             // The last record moves into the hole: its slot is rewritten to its new number.
             let moved = records[last]
-            var slot = home(of: moved.hash)
+            let movedHash = hash(of: moved)
+            var slot = home(of: movedHash)
             while Int(truncatingIfNeeded: slots[slot] & 0xFFFF_FFFF) != last + 1 { slot = (slot + 1) & mask }
-            slots[slot] = Self.slot(hash: moved.hash, record: number)
+            slots[slot] = Self.slot(hash: movedHash, record: number)
             records[number] = moved
         }
         records.removeLast()
@@ -144,6 +149,12 @@ struct NameTable<Value> {
 
     private var mask: Int { slots.count - 1 }
 
+    /// Whether `count` records fit in an index of `size` slots: at most four fifths full. A slot
+    /// is 8 bytes, so an index kept half full would cost 16 to 32 bytes per entry; at four fifths
+    /// it costs 10 to 20, and a probe that passes another name's slot compares half a hash, not
+    /// a name, so the longer runs cost a few loads each.
+    private static func fits(_ count: Int, in size: Int) -> Bool { count * 5 <= size * 4 }
+
     private func home(of hash: UInt64) -> Int {
         Int(truncatingIfNeeded: hash >> 32) & mask
     }
@@ -161,7 +172,7 @@ struct NameTable<Value> {
             if content == 0 { return (slot, nil) }
             if content & 0xFFFF_FFFF_0000_0000 == upper {
                 let number = Int(truncatingIfNeeded: content & 0xFFFF_FFFF) - 1
-                if records[number].hash == hash && hasName(number, name) { return (slot, number) }
+                if hasName(number, name) { return (slot, number) }
             }
             slot = (slot + 1) & mask
         }
@@ -194,11 +205,17 @@ struct NameTable<Value> {
         var fresh = [UInt64](repeating: 0, count: size)
         let mask = size - 1
         for (number, record) in records.enumerated() {
-            var slot = Int(truncatingIfNeeded: record.hash >> 32) & mask
+            let hash = hash(of: record)
+            var slot = Int(truncatingIfNeeded: hash >> 32) & mask
             while fresh[slot] != 0 { slot = (slot + 1) & mask }
-            fresh[slot] = Self.slot(hash: record.hash, record: number)
+            fresh[slot] = Self.slot(hash: hash, record: number)
         }
         slots = fresh
+    }
+
+    private func hash(of record: Record) -> UInt64 {
+        let start = Int(record.start)
+        return NameHash.of(names[start..<start + Int(record.length)])
     }
 
     private mutating func compactNames() {

@@ -8,29 +8,82 @@ struct EntryStatus: Equatable, Sendable {
         var nanoseconds: UInt32
     }
 
-    /// The type and permission bits.
-    var mode: UInt32
-    var owner: UInt32
-    var group: UInt32
+    // Stored packed, in 64 bytes with a kept directory's tag where the plain layout took 88: a
+    // kept directory holds one per entry. The change and birth times are the kernel's clock at
+    // the change and at the creation (no call sets them), so each is kept as nanoseconds since
+    // 1970, exact from 1678 to 2262; the modification time may be set to any time (`utimensat`),
+    // so it keeps its seconds whole. The mode is `statx`'s 16 bits.
     var device: UInt64
     var inode: UInt64
     var size: Int64
-    var modified: Time
-    var changed: Time
+    private var modifiedSeconds: Int64
+    private var changedNanoseconds: Int64
+    /// `noBirthTime` where the file system keeps none.
+    private var bornNanoseconds: Int64
+    var owner: UInt32
+    var group: UInt32
+    private var modifiedNanoseconds: UInt32
+    private var storedMode: UInt16
+
+    private static let noBirthTime = Int64.min
+
+    /// The type and permission bits.
+    var mode: UInt32 {
+        get { UInt32(storedMode) }
+        set { storedMode = UInt16(truncatingIfNeeded: newValue) }
+    }
+
+    var modified: Time {
+        get { Time(seconds: modifiedSeconds, nanoseconds: modifiedNanoseconds) }
+        set { (modifiedSeconds, modifiedNanoseconds) = (newValue.seconds, newValue.nanoseconds) }
+    }
+
+    var changed: Time {
+        get { Time(nanosecondsSince1970: changedNanoseconds) }
+        set { changedNanoseconds = newValue.nanosecondsSince1970 }
+    }
+
     /// Nil where the file system keeps no birth time.
-    var born: Time?
+    var born: Time? {
+        get { bornNanoseconds == Self.noBirthTime ? nil : Time(nanosecondsSince1970: bornNanoseconds) }
+        set {
+            bornNanoseconds = newValue.map { max($0.nanosecondsSince1970, Self.noBirthTime + 1) } ?? Self.noBirthTime
+        }
+    }
 
     init(_ status: cdw_entry_status) {
-        mode = status.mode
-        owner = status.uid
-        group = status.gid
         device = status.device
         inode = status.inode
         size = status.size
-        modified = Time(seconds: status.modified_seconds, nanoseconds: status.modified_nanoseconds)
-        changed = Time(seconds: status.changed_seconds, nanoseconds: status.changed_nanoseconds)
-        let hasBirthTime = status.mask & 0x800 != 0  // STATX_BTIME
-        born = hasBirthTime ? Time(seconds: status.born_seconds, nanoseconds: status.born_nanoseconds) : nil
+        modifiedSeconds = status.modified_seconds
+        modifiedNanoseconds = status.modified_nanoseconds
+        changedNanoseconds =
+            Time(seconds: status.changed_seconds, nanoseconds: status.changed_nanoseconds).nanosecondsSince1970
+        owner = status.uid
+        group = status.gid
+        storedMode = UInt16(truncatingIfNeeded: status.mode)
+        bornNanoseconds = Self.noBirthTime
+        if status.mask & 0x800 != 0 {  // STATX_BTIME
+            born = Time(seconds: status.born_seconds, nanoseconds: status.born_nanoseconds)
+        }
+    }
+}
+
+extension EntryStatus.Time {
+    /// The time as nanoseconds since 1970, clamped to what an `Int64` holds (1678 to 2262).
+    var nanosecondsSince1970: Int64 {
+        let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        if overflow { return seconds < 0 ? .min : .max }
+        let (sum, overflowed) = whole.addingReportingOverflow(Int64(nanoseconds))
+        return overflowed ? .max : sum
+    }
+
+    init(nanosecondsSince1970 value: Int64) {
+        let (quotient, remainder) = value.quotientAndRemainder(dividingBy: 1_000_000_000)
+        self =
+            remainder < 0
+            ? .init(seconds: quotient - 1, nanoseconds: UInt32(remainder + 1_000_000_000))
+            : .init(seconds: quotient, nanoseconds: UInt32(remainder))
     }
 }
 
