@@ -24,6 +24,8 @@ struct Configuration {
     var peers = false
     var outputDirectory: String? = "Docs"
     var scratchParent: String?
+    /// A `dirwatch` linked with `--static-swift-stdlib`, measured as one more peer with `--peers`.
+    var staticDirwatch: String?
 
     static let quick = Configuration(
         rounds: 2, latencyOperations: 300, latencyWarmUp: 20, settledOperations: 20, settledQuietMilliseconds: 20,
@@ -121,6 +123,7 @@ final class Bench {
         var cpu: [Contender: [Double]] = [:]
         var lost: [Contender: [Double]] = [:]
         var overflows: [Contender: [Double]] = [:]
+        var resident: [Contender: [Double]] = [:]
         var footprints: [Contender: [[String: Double]]] = [:]
         var slowThreads: [Contender: [Double]] = [:]
         var fanotifyCPU: [Double] = []
@@ -169,6 +172,7 @@ final class Bench {
                 cpu[contender, default: []].append(burst.cpuPerChange / 1000)
                 lost[contender, default: []].append(Double(c.burstSize - burst.created))
                 overflows[contender, default: []].append(Double(burst.overflows))
+                resident[contender, default: []].append(Double(burst.residentKiB) / 1024)
                 // The library again, right after its inotify burst: a recursive watcher on fanotify.
                 guard contender == .library, fanotifyUnavailable == nil else { continue }
                 log(
@@ -291,6 +295,9 @@ final class Bench {
                 "lost-fanotify", "Changes lost in the burst, fanotify", "changes",
                 (onFanotify(fanotifyLost), .values(lost[.floor] ?? [])), .atMost(0)),
             figure("overflows", "Overflow notices in the burst", "notices", both(overflows), .none),
+            figure(
+                "resident", "Resident memory after the burst (floor: its child, a Swift program too)", "MB",
+                both(resident), .none),
             figure(
                 "overflows-fanotify", "Overflow notices in the burst, fanotify", "notices",
                 (onFanotify(fanotifyOverflows), .values(overflows[.floor] ?? [])), .none),
@@ -463,6 +470,7 @@ final class Bench {
         let created: Int
         let changes: Int
         let overflows: Int
+        let residentKiB: Int
     }
 
     /// Creates files as fast as one thread can while the child watches, then stops the child and
@@ -509,7 +517,8 @@ final class Bench {
         let cpu = Double(cpuNanoseconds(usage)) - (try value("cpu", in: ready))
         return BurstResult(
             cpuPerChange: cpu / Double(c.burstSize), created: Int(try value("created", in: done)),
-            changes: Int(try value("changes", in: done)), overflows: Int(try value("overflows", in: done)))
+            changes: Int(try value("changes", in: done)), overflows: Int(try value("overflows", in: done)),
+            residentKiB: Int(try value("resident", in: done)))
     }
 
     /// The child's first line containing `marker`; nil, once the child has exited, when it said

@@ -162,7 +162,7 @@ enum Child {
         writeAll(
             "done created=\(tally.created.load(ordering: .relaxed)) "
                 + "overflows=\(tally.overflows.load(ordering: .relaxed)) "
-                + "changes=\(tally.changes.load(ordering: .relaxed))\n", to: 1)
+                + "changes=\(tally.changes.load(ordering: .relaxed)) resident=\(residentKiB())\n", to: 1)
     }
 
     private static func floorWatch(
@@ -178,7 +178,9 @@ enum Child {
         guard cif_floor_run(floor, 0, reports ? reportFD : -1, handOff ? 1 : 0, &counts) == 0 else {
             throw .system("floor: reading")
         }
-        writeAll("done created=\(counts.created) overflows=\(counts.overflows) changes=\(counts.events)\n", to: 1)
+        writeAll(
+            "done created=\(counts.created) overflows=\(counts.overflows) changes=\(counts.events) "
+                + "resident=\(residentKiB())\n", to: 1)
     }
 
     private static func waitForEndOfInput() {

@@ -69,6 +69,21 @@ struct Peers {
                 access(dirwatch, X_OK) == 0
                     ? nil : "dirwatch not built next to the bench (swift build -c release --product dirwatch)"
             ))
+        // The same command linked with --static-swift-stdlib, as the README says to build it for
+        // use: what a user runs costs what this peer costs.
+        if let statically = configuration.staticDirwatch {
+            list.append(
+                (
+                    Peer(
+                        name: "dirwatch --json, static",
+                        command: { directory, recursive in
+                            [statically, "--json"] + (recursive ? ["-r", "--backend", "inotify"] : []) + [directory]
+                        },
+                        readyMarker: "Watches established", createdMarker: "\"created\"", recursive: true,
+                        mergeStandardError: true),
+                    access(statically, X_OK) == 0 ? nil : "\(statically) is not an executable"
+                ))
+        }
         let inotifywait = Peer(
             name: "inotifywait",
             command: { [mask] directory, recursive in
@@ -227,6 +242,7 @@ struct Peers {
         var cpu: [Double] = []
         var lost: [Double] = []
         var idle: [Double] = []
+        var resident: [Double] = []
         var setup: [Int: [Double]] = [:]
         for round in 0..<rounds {
             let empty = "\(bench.scratch)/peer-empty"
@@ -253,6 +269,7 @@ struct Peers {
             let counter = process.countLines(containing: peer.createdMarker)
             try Files.createFiles(in: directory, prefix: "f", count: c.burstSize)
             let received = counter.wait(for: c.burstSize, stall: 3)
+            resident.append(Double(residentKiB(String(process.pid))) / 1024)
             let usage = try process.terminate()
             cpu.append((Double(cpuNanoseconds(usage)) - baselineCPU) / Double(c.burstSize) / 1000)
             lost.append(Double(c.burstSize - received))
@@ -274,6 +291,7 @@ struct Peers {
             case "cpu": measured = .values(cpu)
             case "lost": measured = .values(lost)
             case "idle": measured = .values(idle)
+            case "resident": measured = .values(resident)
             case let key where key.hasPrefix("tree-"):
                 let size = Int(key.dropFirst("tree-".count)) ?? 0
                 measured = peer.recursive ? .values(setup[size] ?? []) : .notAvailable("not recursive")

@@ -331,6 +331,13 @@ func directoryEntries(_ path: String) -> [String] {
     return names
 }
 
+/// The resident memory of process `pid` ("self": this one) in KiB, from /proc/PID/statm; 0 if
+/// it cannot be read (the process is gone).
+func residentKiB(_ pid: String = "self") -> Int {
+    guard let statm = readText("/proc/\(pid)/statm")?.split(separator: " "), statm.count > 1 else { return 0 }
+    return (Int(statm[1]) ?? 0) * Int(sysconf(Int32(_SC_PAGESIZE))) / 1024
+}
+
 /// A small text file (/proc), or nil.
 func readText(_ path: String) -> String? {
     let fd = open(path, O_RDONLY | O_CLOEXEC)

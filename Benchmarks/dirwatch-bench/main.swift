@@ -10,6 +10,7 @@ import Glibc
 
 let usage = """
     usage: dirwatch-bench [--quick] [--peers] [--rounds N] [--output DIR | --no-output] [--scratch DIR]
+                          [--static-dirwatch PATH]
     """
 
 var arguments = Array(CommandLine.arguments.dropFirst())
@@ -38,6 +39,9 @@ while index < arguments.count {
         index += 2
     case ("--scratch", let value?):
         configuration.scratchParent = value
+        index += 2
+    case ("--static-dirwatch", let value?):
+        configuration.staticDirwatch = value
         index += 2
     default:
         writeAll("dirwatch-bench: unexpected argument \"\(argument)\"\n\(usage)\n", to: 2)
