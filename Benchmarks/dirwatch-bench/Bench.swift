@@ -296,7 +296,7 @@ final class Bench {
                 (onFanotify(fanotifyLost), .values(lost[.floor] ?? [])), .atMost(0)),
             figure("overflows", "Overflow notices in the burst", "notices", both(overflows), .none),
             figure(
-                "resident", "Resident memory after the burst (floor: its child, a Swift program too)", "MB",
+                "burst-resident", "Resident memory after the burst (floor: its child, a Swift program too)", "MB",
                 both(resident), .none),
             figure(
                 "overflows-fanotify", "Overflow notices in the burst, fanotify", "notices",

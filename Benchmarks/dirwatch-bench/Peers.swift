@@ -291,7 +291,7 @@ struct Peers {
             case "cpu": measured = .values(cpu)
             case "lost": measured = .values(lost)
             case "idle": measured = .values(idle)
-            case "resident": measured = .values(resident)
+            case "burst-resident": measured = .values(resident)
             case let key where key.hasPrefix("tree-"):
                 let size = Int(key.dropFirst("tree-".count)) ?? 0
                 measured = peer.recursive ? .values(setup[size] ?? []) : .notAvailable("not recursive")
