@@ -10,8 +10,8 @@
 ///   they are more than half of it;
 /// - the values live in one array of records, in insertion order, with the name's place in the
 ///   arena, and a removal moves the last record into the hole; a record keeps no hash (8 bytes
-///   of each entry's): the index's slot keeps half of it, which rejects another name, and the
-///   rare step that needs all of it (a table grown, a record moved) hashes the name again;
+///   of each entry's): the index's slot keeps half of it, which rejects another name and places
+///   the slot when the index grows; a record moved by a removal has its name hashed again;
 /// - the index is open addressing with linear probing over 8-byte slots, each the record's number
 ///   and the upper half of its hash: a probe rejects another name without reading the records,
 ///   and growing the index rehashes nothing and moves no value.
@@ -201,14 +201,15 @@ struct NameTable<Value> {
         slots[hole] = 0
     }
 
+    /// A slot holds the half of the hash that places it, so the index grows from the old slots
+    /// alone: no name is read or hashed again.
     private mutating func rebuildIndex(size: Int) {
         var fresh = [UInt64](repeating: 0, count: size)
         let mask = size - 1
-        for (number, record) in records.enumerated() {
-            let hash = hash(of: record)
-            var slot = Int(truncatingIfNeeded: hash >> 32) & mask
+        for content in slots where content != 0 {
+            var slot = Int(truncatingIfNeeded: content >> 32) & mask
             while fresh[slot] != 0 { slot = (slot + 1) & mask }
-            fresh[slot] = Self.slot(hash: hash, record: number)
+            fresh[slot] = content
         }
         slots = fresh
     }
