@@ -296,8 +296,11 @@ final class EventLoop: @unchecked Sendable {
             }
             let parsed = FanotifyEventParser.parse(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
             for fd in parsed.descriptors { system.close(fd) }
-            // By index: each record is lent to the router, not copied out of the array first.
-            for index in parsed.events.indices { router.receive(parsed.events[index], now: now) }
+            // Through the buffer: each record is lent to the router, not copied out of the array
+            // (an array's subscript copies it, four reference-counted fields).
+            parsed.events.withUnsafeBufferPointer { events in
+                for index in events.indices { router.receive(events[index], now: now) }
+            }
             budget -= parsed.events.count
             if parsed.isMalformed { router.receive(MarkEvent(mask: MarkBits.queueOverflow), now: now) }
             // A record is at most a few hundred bytes (two handles and two names).

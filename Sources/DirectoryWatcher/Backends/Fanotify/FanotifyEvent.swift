@@ -47,14 +47,18 @@ enum FanotifyEventParser {
                 parsed.isMalformed = true
                 break
             }
-            var event = MarkEvent(mask: buffer.loadUnaligned(fromByteOffset: offset + 8, as: UInt64.self))
-            event.storage = storage
+            // Made in place in the array: a record built aside and appended was copied twice
+            // (four reference-counted fields each time).
+            parsed.events.append(MarkEvent(mask: buffer.loadUnaligned(fromByteOffset: offset + 8, as: UInt64.self)))
+            let last = parsed.events.count - 1
+            parsed.events[last].storage = storage
             let fd = buffer.loadUnaligned(fromByteOffset: offset + 16, as: Int32.self)
             if fd >= 0 { parsed.descriptors.append(fd) }
             let record = UnsafeRawBufferPointer(rebasing: buffer[(offset + metadataLength)..<(offset + length)])
             let start = offset + metadataLength
-            if !parseInformation(record, at: start, into: &event, previous: &previous) { parsed.isMalformed = true }
-            parsed.events.append(event)
+            if !parseInformation(record, at: start, into: &parsed.events[last], previous: &previous) {
+                parsed.isMalformed = true
+            }
             offset += length
         }
         return parsed
