@@ -56,16 +56,20 @@ struct Peers {
         let dirwatch =
             bench.executable.split(separator: "/", omittingEmptySubsequences: false).dropLast()
             .joined(separator: "/") + "/dirwatch"
+        /// This package's command at `path`, on inotify as the library's rows are (`-r` alone would
+        /// pick fanotify as root).
+        func dirwatchPeer(_ name: String, at path: String) -> Peer {
+            Peer(
+                name: name,
+                command: { directory, recursive in
+                    [path, "--json"] + (recursive ? ["-r", "--backend", "inotify"] : []) + [directory]
+                },
+                readyMarker: "Watches established", createdMarker: "\"created\"", recursive: true,
+                mergeStandardError: true)
+        }
         list.append(
             (
-                Peer(
-                    name: "dirwatch --json",
-                    command: { directory, recursive in
-                        // On inotify, as the library's rows: -r alone would pick fanotify as root.
-                        [dirwatch, "--json"] + (recursive ? ["-r", "--backend", "inotify"] : []) + [directory]
-                    },
-                    readyMarker: "Watches established", createdMarker: "\"created\"", recursive: true,
-                    mergeStandardError: true),
+                dirwatchPeer("dirwatch --json", at: dirwatch),
                 access(dirwatch, X_OK) == 0
                     ? nil : "dirwatch not built next to the bench (swift build -c release --product dirwatch)"
             ))
@@ -74,13 +78,7 @@ struct Peers {
         if let statically = configuration.staticDirwatch {
             list.append(
                 (
-                    Peer(
-                        name: "dirwatch --json, static",
-                        command: { directory, recursive in
-                            [statically, "--json"] + (recursive ? ["-r", "--backend", "inotify"] : []) + [directory]
-                        },
-                        readyMarker: "Watches established", createdMarker: "\"created\"", recursive: true,
-                        mergeStandardError: true),
+                    dirwatchPeer("dirwatch --json, static", at: statically),
                     access(statically, X_OK) == 0 ? nil : "\(statically) is not an executable"
                 ))
         }
