@@ -29,8 +29,9 @@ struct NameTable<Value> {
     /// Bytes of `names` that no record uses any more.
     private var garbage = 0
     /// 0: empty; else `(upper half of the hash) << 32 | (record number + 1)`. A power of two long,
-    /// at most four fifths full (``fits(_:in:)``).
-    private var slots: [UInt64] = Array(repeating: 0, count: 8)
+    /// at most four fifths full (``fits(_:in:)``); none until the first name, so an empty table
+    /// (most directories of a tree of directories) allocates nothing.
+    private var slots: [UInt64] = []
 
     init() {}
 
@@ -45,8 +46,9 @@ struct NameTable<Value> {
     var isEmpty: Bool { records.isEmpty }
 
     mutating func reserveCapacity(_ capacity: Int) {
+        guard capacity > 0 else { return }
         records.reserveCapacity(capacity)
-        var size = slots.count
+        var size = max(slots.count, Self.smallestIndex)
         while !Self.fits(capacity, in: size) { size *= 2 }
         if size > slots.count { rebuildIndex(size: size) }
     }
@@ -86,7 +88,7 @@ struct NameTable<Value> {
             return old
         }
         guard Self.fits(records.count + 1, in: slots.count) else {
-            rebuildIndex(size: slots.count * 2)
+            rebuildIndex(size: max(slots.count * 2, Self.smallestIndex))
             return updateValue(value, forName: name)
         }
         let start = names.count
@@ -124,7 +126,7 @@ struct NameTable<Value> {
         records.removeAll()
         names.removeAll()
         garbage = 0
-        slots = Array(repeating: 0, count: 8)
+        slots = []
     }
 
     // MARK: - Visiting
@@ -148,6 +150,7 @@ struct NameTable<Value> {
     // MARK: - The index
 
     private var mask: Int { slots.count - 1 }
+    private static var smallestIndex: Int { 8 }
 
     /// Whether `count` records fit in an index of `size` slots: at most four fifths full. A slot
     /// is 8 bytes, so an index kept half full would cost 16 to 32 bytes per entry; at four fifths
@@ -165,6 +168,7 @@ struct NameTable<Value> {
 
     /// Where `name` is: its slot and record, or the empty slot where it would go.
     private func find(_ name: ArraySlice<UInt8>, hash: UInt64) -> (slot: Int, record: Int?) {
+        if slots.isEmpty { return (0, nil) }
         let upper = hash & 0xFFFF_FFFF_0000_0000
         var slot = home(of: hash)
         while true {

@@ -99,19 +99,27 @@ struct Snapshot: Equatable, Sendable {
     ) throws(SyscallError) {
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 32 * 1024, alignment: 8)
         defer { buffer.deallocate() }
-        var name: [UInt8] = []
-        name.reserveCapacity(256)
+        // Longer than a name on most file systems (255 bytes), so a slice of it rarely spans the
+        // whole array: a caller's `Array(name)` then copies just the name. A slice of the whole
+        // array would share this buffer instead: each kept name would hold all of it, and the next
+        // name written here would copy it first.
+        var scratch = [UInt8](repeating: 0, count: 256)
         var unknown: [(name: [UInt8], inode: UInt64)] = []
         while true {
             let count = try system.readDirectory(fd, into: buffer)
             if count == 0 { break }
             DirectoryEntryParser.forEach(UnsafeRawBufferPointer(rebasing: buffer[..<count])) { bytes, inode, type in
-                name.removeAll(keepingCapacity: true)
-                name.append(contentsOf: bytes)
-                if let kind = DirectoryEntryParser.kind(type) {
-                    body(name[...], inode, kind)
+                let name: ArraySlice<UInt8>
+                if bytes.count < scratch.count {
+                    scratch.withUnsafeMutableBytes { $0.copyMemory(from: bytes) }
+                    name = scratch[..<bytes.count]
                 } else {
-                    unknown.append((name, inode))
+                    name = Array(bytes)[...]  // a longer name: an array of its own, just its size
+                }
+                if let kind = DirectoryEntryParser.kind(type) {
+                    body(name, inode, kind)
+                } else {
+                    unknown.append((Array(name), inode))
                 }
             }
         }

@@ -22,7 +22,9 @@ struct WatchTable<Subscriber: AnyObject> {
 
         init(subscriber: Subscriber, directory: FileSystemPath, mask: UInt32, entry: WatchedEntry?, node: TreeNode?) {
             self.subscriber = subscriber
-            self.givenDirectory = directory
+            // A tree's directory goes by its node's path, which follows renames: a path of its
+            // own here would be a second copy of it for every directory of the tree.
+            self.givenDirectory = node == nil ? directory : FileSystemPath(bytes: [])
             self.mask = mask
             self.entry = entry
             self.node = node

@@ -83,6 +83,23 @@ class NameTableTests: XCTestCase {
         XCTAssertEqual(table.dictionary(), [Array("again".utf8): 1])
     }
 
+    /// A table starts with no index (an empty directory's costs nothing); each way in and out of
+    /// that state answers as a table with an index does.
+    func testATableWithNoIndexYetAnswersAndTakesNames() {
+        var table = NameTable<Int>(minimumCapacity: 0)
+        XCTAssertNil(table[bytes("a")])
+        XCTAssertNil(table.record(forName: bytes("a")))
+        XCTAssertNil(table.removeValue(forName: bytes("a")))
+        table.reserveCapacity(0)
+        table[bytes("a")] = 1
+        assertSame(table, [Array("a".utf8): 1])
+        table.removeAll()
+        XCTAssertNil(table[bytes("a")])
+        var sized = NameTable<Int>(minimumCapacity: 3, nameBytes: 3)
+        for (index, name) in ["x", "y", "z", "w"].enumerated() { sized[bytes(name)] = index }
+        assertSame(sized, ["x": 0, "y": 1, "z": 2, "w": 3].reduce(into: [:]) { $0[Array($1.key.utf8)] = $1.value })
+    }
+
     func testNamesThatDifferOnlyInLengthOrInOneByte() {
         var table = NameTable<Int>()
         let names: [[UInt8]] = [

@@ -87,6 +87,21 @@ final class MemoryFileSystemTests: XCTestCase {
         XCTAssertEqual(files.openDescriptors, 0)
     }
 
+    /// A tree keeps each directory's name from its parent's listing: a name copied from the
+    /// listing must hold its own bytes, not the listing's scratch buffer (which made each kept
+    /// name cost 256 bytes and each listed name an extra copy).
+    func testANameKeptFromAListingHoldsOnlyItsOwnBytes() throws {
+        files.mkdirs("/d")
+        let long = String(repeating: "l", count: 300)
+        for name in ["a", "four", String(repeating: "m", count: 255), long] { files.create("/d/" + name) }
+        var kept: [[UInt8]] = []
+        try Snapshot.readNames("/d", system: files.system) { name, _, _ in kept.append(Array(name)) }
+        XCTAssertEqual(Set(kept.map { String(decoding: $0, as: UTF8.self) }).count, 4)
+        for name in kept {
+            XCTAssertLessThan(name.capacity, name.count + 32, "a name of \(name.count) bytes kept in \(name.capacity)")
+        }
+    }
+
     func testOnlyTheCallsItServesReachIt() {
         XCTAssertThrowsError(try files.system.inotifyInit()) { XCTAssertEqual(($0 as? SyscallError)?.errno, ENOSYS) }
         XCTAssertThrowsError(try files.system.eventFD()) { XCTAssertEqual(($0 as? SyscallError)?.errno, ENOSYS) }
