@@ -35,6 +35,13 @@ struct MarkEvent: Equatable, Sendable {
         newNameRange = name.count..<(name.count + newName.count)
     }
 
+    /// A record about to be read into: its mask, and the read's bytes its names will be in.
+    @inline(__always)
+    init(mask: UInt64, sharing storage: [UInt8]) {
+        self.mask = mask
+        self.storage = storage
+    }
+
     var name: [UInt8] { Array(storage[nameRange]) }
     var newName: [UInt8] { Array(storage[newNameRange]) }
 

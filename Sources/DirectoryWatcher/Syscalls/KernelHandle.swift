@@ -2,7 +2,8 @@ import Glibc
 
 /// A file handle (`name_to_handle_at`), as a backend that marks whole file systems names a
 /// directory: the file system's id, the handle's type and its bytes, kept end to end as one key
-/// (the router's table from handle to directory hashes it once per event).
+/// (the router's table from handle to directory hashes it when a record's handle is not the
+/// last one it resolved).
 struct KernelHandle: Hashable, Sendable {
     /// The 8 bytes of the file system's id, the handle's type (4 bytes, little-endian), the handle.
     let key: [UInt8]

@@ -32,6 +32,9 @@ enum FanotifyEventParser {
         var previous: KernelHandle?
         // One copy of the read for every name in it.
         let storage = Array(buffer)
+        // No record is shorter than its metadata and one handle with a name: the array is not
+        // grown (and its records moved) as they are read.
+        parsed.events.reserveCapacity(buffer.count / (metadataSize + 4 + 8 + 8 + 2))
         var offset = 0
         while offset < buffer.count {
             guard buffer.count - offset >= metadataSize else {
@@ -47,18 +50,17 @@ enum FanotifyEventParser {
                 parsed.isMalformed = true
                 break
             }
-            // Made in place in the array: a record built aside and appended was copied twice
-            // (four reference-counted fields each time).
-            parsed.events.append(MarkEvent(mask: buffer.loadUnaligned(fromByteOffset: offset + 8, as: UInt64.self)))
-            let last = parsed.events.count - 1
-            parsed.events[last].storage = storage
+            var event = MarkEvent(
+                mask: buffer.loadUnaligned(fromByteOffset: offset + 8, as: UInt64.self), sharing: storage)
             let fd = buffer.loadUnaligned(fromByteOffset: offset + 16, as: Int32.self)
             if fd >= 0 { parsed.descriptors.append(fd) }
             let record = UnsafeRawBufferPointer(rebasing: buffer[(offset + metadataLength)..<(offset + length)])
             let start = offset + metadataLength
-            if !parseInformation(record, at: start, into: &parsed.events[last], previous: &previous) {
+            if !parseInformation(record, at: start, into: &event, previous: &previous) {
                 parsed.isMalformed = true
             }
+            // Its last use: moved into the array, not copied.
+            parsed.events.append(consume event)
             offset += length
         }
         return parsed
