@@ -7,20 +7,25 @@ public enum ChangeFormat {
     /// a `failed` directory (one that could not be watched or listed). With `color`, the kind is
     /// coloured with ANSI escapes.
     public static func text(_ change: DirectoryChange, color: Bool, into output: inout [UInt8]) {
-        let kind = change.kind.rawValue
-        if color { output += Array("\u{1B}[\(colorCode(change.kind))m".utf8) }
-        output += Array(kind.utf8)
-        if color { output += Array("\u{1B}[0m".utf8) }
-        output += [UInt8](repeating: UInt8(ascii: " "), count: max(1, 18 - kind.utf8.count))
+        // Fixed text is copied from static strings: an `Array(…utf8)`, an interpolation or a
+        // `String`'s UTF-8 view appended would cost an allocation or a generic copy per change.
+        if color {
+            output.append("\u{1B}[")
+            output.append(colorCode(change.kind))
+            output.append("m")
+        }
+        let width = appendName(of: change.kind, to: &output)
+        if color { output.append("\u{1B}[0m") }
+        for _ in 0..<max(1, 18 - width) { output.append(UInt8(ascii: " ")) }
         if let oldPath = change.oldPath {
             Escaping.text(oldPath, into: &output)
             if change.isDirectory { output.append(UInt8(ascii: "/")) }
-            output += Array(" -> ".utf8)
+            output.append(" -> ")
         }
         Escaping.text(change.path, into: &output)
-        if change.isDirectory && change.path.bytes != [UInt8(ascii: "/")] { output.append(UInt8(ascii: "/")) }
-        if change.foundByRescan { output += Array("  (rescan)".utf8) }
-        if let error = change.error { output += Array("  (\(error.reason))".utf8) }
+        if change.isDirectory && !isRoot(change.path) { output.append(UInt8(ascii: "/")) }
+        if change.foundByRescan { output.append("  (rescan)") }
+        if let error = change.error { output += "  (\(error.reason))".utf8 }
         output.append(UInt8(ascii: "\n"))
     }
 
@@ -29,22 +34,57 @@ public enum ChangeFormat {
     /// `overflow`; `error`, the cause, on a `failed` directory). Every line is valid JSON;
     /// a path that is not UTF-8 also comes as `pathBytes` / `oldPathBytes` in base64.
     public static func json(_ change: DirectoryChange, into output: inout [UInt8]) {
-        output += Array("{\"kind\":\"\(change.kind.rawValue)\",".utf8)
+        output.append(#"{"kind":""#)
+        appendName(of: change.kind, to: &output)
+        output.append(#"","#)
         Escaping.jsonPath(key: "path", change.path, into: &output)
-        output += Array(",\"isDirectory\":\(change.isDirectory)".utf8)
+        output.append(change.isDirectory ? #","isDirectory":true"# : #","isDirectory":false"#)
         if let oldPath = change.oldPath {
             output.append(UInt8(ascii: ","))
             Escaping.jsonPath(key: "oldPath", oldPath, into: &output)
         }
-        if change.foundByRescan { output += Array(",\"foundByRescan\":true".utf8) }
+        if change.foundByRescan { output.append(#","foundByRescan":true"#) }
         if let error = change.error {
-            output += Array(",\"error\":".utf8)
+            output.append(#","error":"#)
             Escaping.jsonString(error.reason, into: &output)
         }
-        output += Array("}\n".utf8)
+        output.append("}\n")
     }
 
-    private static func colorCode(_ kind: DirectoryChange.Kind) -> String {
+    private static func isRoot(_ path: FileSystemPath) -> Bool {
+        path.bytes.count == 1 && path.bytes[0] == UInt8(ascii: "/")
+    }
+
+    /// Writes the kind's name (its raw value); returns its length.
+    @discardableResult
+    private static func appendName(of kind: DirectoryChange.Kind, to output: inout [UInt8]) -> Int {
+        let name: StaticString
+        switch kind {
+        case .created: name = "created"
+        case .removed: name = "removed"
+        case .modified: name = "modified"
+        case .attributesChanged: name = "attributesChanged"
+        case .renamed: name = "renamed"
+        case .exchanged: name = "exchanged"
+        case .movedIn: name = "movedIn"
+        case .movedOut: name = "movedOut"
+        case .rootRemoved: name = "rootRemoved"
+        case .rootMoved: name = "rootMoved"
+        case .overflow: name = "overflow"
+        case .failed: name = "failed"
+        case .opened: name = "opened"
+        case .accessed: name = "accessed"
+        case .writerClosed: name = "writerClosed"
+        case .readerClosed: name = "readerClosed"
+        @unknown default:
+            output += kind.rawValue.utf8
+            return kind.rawValue.utf8.count
+        }
+        output.append(name)
+        return name.utf8CodeUnitCount
+    }
+
+    private static func colorCode(_ kind: DirectoryChange.Kind) -> StaticString {
         switch kind {
         case .created, .movedIn: return "32"  // green
         case .removed, .movedOut: return "31"  // red
@@ -55,5 +95,13 @@ public enum ChangeFormat {
         case .rootRemoved, .rootMoved, .overflow, .failed: return "1;31"  // bold red
         @unknown default: return "0"
         }
+    }
+}
+
+extension [UInt8] {
+    /// Appends a literal's bytes with one copy.
+    @inline(__always)
+    mutating func append(_ literal: StaticString) {
+        literal.withUTF8Buffer { append(contentsOf: $0) }
     }
 }

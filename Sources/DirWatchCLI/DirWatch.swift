@@ -196,7 +196,7 @@ private final class Session: DirectoryWatcherDelegate, @unchecked Sendable {
     }
 
     func directoryWatcher(_ watcher: DirectoryWatcher, didObserve changes: [DirectoryChange]) {
-        let gone = changes.filter { $0.kind == .rootRemoved || $0.kind == .rootMoved }.count
+        let gone = changes.reduce(0) { $0 + ($1.kind == .rootRemoved || $1.kind == .rootMoved ? 1 : 0) }
         var bytes: [UInt8] = []
         if runner == nil {
             bytes.reserveCapacity(changes.count * 80)

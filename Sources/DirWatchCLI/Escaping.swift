@@ -10,9 +10,7 @@ enum Escaping {
     static func text(_ path: FileSystemPath, into output: inout [UInt8]) {
         let bytes = path.bytes
         // A `>` goes the slow way, which looks at the bytes before it: rare in names.
-        if bytes.allSatisfy({
-            $0 >= 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "\\") && $0 != UInt8(ascii: ">")
-        }) {
+        if isPlain(bytes, except: UInt8(ascii: ">")) {
             output += bytes
             return
         }
@@ -89,15 +87,39 @@ enum Escaping {
 
     /// JSON for a path: `"key":"…"`, and when the path is not valid UTF-8, also
     /// `"keyBytes":"<base64 of the exact bytes>"` (the text then shows U+FFFD for those bytes).
-    static func jsonPath(key: String, _ path: FileSystemPath, into output: inout [UInt8]) {
-        output += Array("\"\(key)\":".utf8)
+    static func jsonPath(key: StaticString, _ path: FileSystemPath, into output: inout [UInt8]) {
+        output.append(UInt8(ascii: "\""))
+        output.append(key)
+        output.append("\":")
+        // Most paths are printable ASCII with no quote or backslash: copied as they are, with no
+        // string made (each path would be validated as UTF-8 and copied twice).
+        if isPlain(path.bytes, except: UInt8(ascii: "\"")) {
+            output.append(UInt8(ascii: "\""))
+            output += path.bytes
+            output.append(UInt8(ascii: "\""))
+            return
+        }
         if let text = path.string {
             jsonString(text, into: &output)
         } else {
             jsonString(String(decoding: path.bytes, as: UTF8.self), into: &output)
-            output += Array(",\"\(key)Bytes\":\"".utf8)
+            output.append(",\"")
+            output.append(key)
+            output.append("Bytes\":\"")
             base64(path.bytes, into: &output)
             output.append(UInt8(ascii: "\""))
+        }
+    }
+
+    /// Whether every byte is printable ASCII other than a backslash and `other`: such bytes
+    /// are written as they are.
+    static func isPlain(_ bytes: [UInt8], except other: UInt8) -> Bool {
+        bytes.withUnsafeBufferPointer { buffer in
+            var plain = true
+            for byte in buffer {
+                plain = plain && byte >= 0x20 && byte < 0x7F && byte != UInt8(ascii: "\\") && byte != other
+            }
+            return plain
         }
     }
 

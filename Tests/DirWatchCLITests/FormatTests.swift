@@ -32,6 +32,17 @@ import Testing
         #expect(text(change(.attributesChanged, "/d/x")) == "attributesChanged /d/x\n")
     }
 
+    /// Each kind is written by its raw value, in both formats (the formats name each kind from a
+    /// table of their own, to write it with one copy).
+    @Test func testEveryKindIsWrittenByItsRawValue() throws {
+        for kind in DirectoryChange.Kind.allCases {
+            let line = text(change(kind, "/d/a"))
+            #expect(line.hasPrefix(kind.rawValue + " "), "\(line)")
+            #expect(line.dropFirst(kind.rawValue.count).prefix { $0 == " " }.count == max(1, 18 - kind.rawValue.count))
+            #expect(try json(change(kind, "/d/a"))["kind"] as? String == kind.rawValue)
+        }
+    }
+
     /// The kinds only --event selects print under the names --event takes for them.
     @Test func testOptInKindsPrintByName() throws {
         #expect(text(change(.opened, "/d/a")) == "opened            /d/a\n")
