@@ -97,11 +97,3 @@ public enum ChangeFormat {
         }
     }
 }
-
-extension [UInt8] {
-    /// Appends a literal's bytes with one copy.
-    @inline(__always)
-    mutating func append(_ literal: StaticString) {
-        literal.withUTF8Buffer { append(contentsOf: $0) }
-    }
-}

@@ -172,3 +172,11 @@ enum Escaping {
         return String(repeating: "0", count: max(0, width - digits.count)) + digits
     }
 }
+
+extension [UInt8] {
+    /// Appends a literal's bytes with one copy (both formats write their fixed text so).
+    @inline(__always)
+    mutating func append(_ literal: StaticString) {
+        literal.withUTF8Buffer { append(contentsOf: $0) }
+    }
+}

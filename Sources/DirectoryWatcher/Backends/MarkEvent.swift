@@ -36,7 +36,6 @@ struct MarkEvent: Equatable, Sendable {
     }
 
     /// A record about to be read into: its mask, and the read's bytes its names will be in.
-    @inline(__always)
     init(mask: UInt64, sharing storage: [UInt8]) {
         self.mask = mask
         self.storage = storage
