@@ -7,6 +7,8 @@ let package = Package(
     name: "DirectoryWatcher",
     products: [
         .library(name: "DirectoryWatcher", targets: ["DirectoryWatcher"]),
+        // For the tests of apps that use the watcher: on-disk fixtures and a simulated kernel.
+        .library(name: "DirectoryWatcherTesting", targets: ["DirectoryWatcherTesting"]),
         .executable(name: "dirwatch", targets: ["dirwatch"]),
         .executable(name: "document-list", targets: ["document-list"]),
         .executable(name: "wait-for", targets: ["wait-for"]),
@@ -20,6 +22,10 @@ let package = Package(
         .target(
             name: "DirectoryWatcher",
             dependencies: ["CDirectoryWatcherShims"]
+        ),
+        .target(
+            name: "DirectoryWatcherTesting",
+            dependencies: ["DirectoryWatcher", "CDirectoryWatcherShims"]
         ),
         // The dirwatch command: its logic in a library so the tests can reach it.
         .target(
@@ -61,8 +67,12 @@ let package = Package(
         ),
         .testTarget(
             name: "DirectoryWatcherTests",
-            dependencies: ["DirectoryWatcher"],
+            dependencies: ["DirectoryWatcher", "DirectoryWatcherTesting"],
             exclude: ["Conformance/MAPPING.md"]
+        ),
+        .testTarget(
+            name: "DirectoryWatcherTestingTests",
+            dependencies: ["DirectoryWatcherTesting", "DirectoryWatcher"]
         ),
         .testTarget(
             name: "DirWatchCLITests",

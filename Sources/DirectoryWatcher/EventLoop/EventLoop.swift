@@ -23,7 +23,10 @@ import Glibc
 ///
 /// Ownership: the router, the ready mailboxes and the buffers are the leader's; ``execute(_:)`` is
 /// the only way in from other threads. The descriptors are closed by the leader as it exits.
-final class EventLoop: @unchecked Sendable {
+///
+/// The test kit makes its own loop over a simulated kernel (``SystemCalls``), and watchers on it.
+@_spi(DirectoryWatcherTesting)
+public final class EventLoop: @unchecked Sendable {
     private enum Token {
         static let inotify: UInt64 = 1
         static let wake: UInt64 = 2
@@ -79,6 +82,10 @@ final class EventLoop: @unchecked Sendable {
     /// (``Router/followMounts(_:from:)``); -1 otherwise. Leader only.
     private var mountTableFD: Int32 = -1
     var running = true
+    /// While true, the inotify descriptor is out of the epoll set and not read: the kernel's
+    /// queue fills as it does behind a slow reader (``holdReading(_:)``, the test kit's way to
+    /// overflow it on disk). Leader only.
+    private var readingHeld = false
     private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: EventLoop.readBufferSize, alignment: 16)
     private let tokens = UnsafeMutablePointer<UInt64>.allocate(capacity: EventLoop.readyAtOnce)
     private let readiness = UnsafeMutablePointer<UInt32>.allocate(capacity: EventLoop.readyAtOnce)
@@ -186,6 +193,16 @@ final class EventLoop: @unchecked Sendable {
             for fd in opened { system.close(fd) }
             inbox.closeUnstarted()
             throw SyscallError(function: "pthread_create", errno: failure)
+        }
+    }
+
+    /// A loop over `calls` that reads the time from `clock` (nanoseconds, never going back): the
+    /// test kit's, over its simulated kernel.
+    public convenience init(calls: SystemCalls, clock: @escaping @Sendable () -> UInt64) throws {
+        do throws(SyscallError) {
+            try self.init(system: System(calls), clock: clock)
+        } catch {
+            throw DirectoryWatcherError(error, path: FileSystemPath("/"))
         }
     }
 
@@ -309,8 +326,24 @@ final class EventLoop: @unchecked Sendable {
         }
     }
 
+    /// Stops reading the inotify queue (`held`), or reads it again. Leader only.
+    func holdReading(_ held: Bool) {
+        guard inotifyFD >= 0, held != readingHeld else { return }
+        readingHeld = held
+        do throws(SyscallError) {
+            if held {
+                try system.epollRemove(epollFD, fd: inotifyFD)
+            } else {
+                try system.epollAdd(epollFD, fd: inotifyFD, token: Token.inotify)
+            }
+        } catch {
+            preconditionFailure("epoll_ctl of the inotify descriptor failed: \(error)")
+        }
+    }
+
     private func readEvents(now: UInt64) {
-        guard inotifyFD >= 0 else { return }  // no inotify: only polled watchers, nothing to read
+        // No inotify: only polled watchers, nothing to read. Held: nothing read until released.
+        guard inotifyFD >= 0, !readingHeld else { return }
         for _ in 0..<Self.readsPerWakeUp {
             let count: Int?
             do {

@@ -129,7 +129,7 @@ extension EventLoop {
     /// except on one of them (the last watcher invalidated inside a callback), which cannot wait
     /// for itself, or when not `waiting` (an async sequence's end, which must not wait for the
     /// wake-up in progress): a Dispatch worker joins them instead. Later calls return at once.
-    func shutdown(waiting: Bool = true) {
+    public func shutdown(waiting: Bool = true) {
         guard inbox.stop({ loop in loop.running = false }) else { return }
         if threads.isMember || !waiting {
             DispatchQueue.global().async { [self] in

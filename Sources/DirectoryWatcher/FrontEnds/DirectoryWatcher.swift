@@ -113,6 +113,9 @@ public final class DirectoryWatcher: @unchecked Sendable {
     /// Batches that reached a paused watcher (handed over before the pause took hold on the
     /// loop): delivered first when it resumes.
     var stash: [DirectoryChange] = []
+    /// What the test kit watches of the deliveries (``observeDeliveries(_:)``), by number.
+    var observers: [Int: @Sendable ([DirectoryChange]) -> Void] = [:]
+    var nextObserver = 0
 
     /// The delegate, held weakly. Setting it takes effect from the next batch.
     public var delegate: (any DirectoryWatcherDelegate)? {
@@ -230,6 +233,9 @@ extension DirectoryWatcher: ChangeReceiver {
     }
 
     private func deliver(_ changes: [DirectoryChange], through gate: DeliveryGate) {
+        let watching = lock.withLock { observers.isEmpty ? nil : Array(observers.values) }
+        // Before the delegate: a barrier behind this batch finds it recorded.
+        if let watching { for observer in watching { observer(changes) } }
         guard let delegate else { return }
         delegate.directoryWatcher(self, didObserve: changes)
         guard gate.isOpen else { return }

@@ -68,6 +68,11 @@ struct System: Sendable {
         _ = try retrying("epoll_ctl") { calls.epollCtl(epfd, EPOLL_CTL_ADD, fd, EPOLLIN.rawValue, token) }
     }
 
+    /// Takes `fd` out of the epoll set.
+    func epollRemove(_ epfd: Int32, fd: Int32) throws(SyscallError) {
+        _ = try retrying("epoll_ctl") { calls.epollCtl(epfd, EPOLL_CTL_DEL, fd, 0, 0) }
+    }
+
     /// Registers `fd` for its priority event (`EPOLLPRI`, and `EPOLLERR`, which epoll always
     /// reports), level-triggered, tagged with `token`: the mount table's change (proc(5),
     /// `/proc/self/mountinfo`), whose descriptor is always readable.

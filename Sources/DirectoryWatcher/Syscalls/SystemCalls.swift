@@ -7,60 +7,65 @@ import Glibc
 /// ``SystemCalls/live`` calls the kernel; tests replace single entries to inject failures
 /// (`ENOSPC`, `EMFILE`, `EINTR`, …) without root. Nothing else in the library calls these
 /// functions directly: everything goes through ``System``.
-struct SystemCalls: Sendable {
-    var inotifyInit1: @Sendable (_ flags: Int32) -> Int32
-    var inotifyAddWatch: @Sendable (_ fd: Int32, _ path: UnsafePointer<CChar>, _ mask: UInt32) -> Int32
-    var inotifyRmWatch: @Sendable (_ fd: Int32, _ wd: Int32) -> Int32
-    var epollCreate1: @Sendable (_ flags: Int32) -> Int32
-    var epollCtl: @Sendable (_ epfd: Int32, _ op: Int32, _ fd: Int32, _ events: UInt32, _ token: UInt64) -> Int32
-    var epollWait:
+///
+/// Open to the test kit (`DirectoryWatcherTesting`) as its one way in: its simulated kernel is a
+/// table of these, so that everything above the system calls is the library's own code.
+@_spi(DirectoryWatcherTesting)
+public struct SystemCalls: Sendable {
+    public var inotifyInit1: @Sendable (_ flags: Int32) -> Int32
+    public var inotifyAddWatch: @Sendable (_ fd: Int32, _ path: UnsafePointer<CChar>, _ mask: UInt32) -> Int32
+    public var inotifyRmWatch: @Sendable (_ fd: Int32, _ wd: Int32) -> Int32
+    public var epollCreate1: @Sendable (_ flags: Int32) -> Int32
+    public var epollCtl: @Sendable (_ epfd: Int32, _ op: Int32, _ fd: Int32, _ events: UInt32, _ token: UInt64) -> Int32
+    public var epollWait:
         @Sendable (
             _ epfd: Int32, _ tokens: UnsafeMutablePointer<UInt64>, _ events: UnsafeMutablePointer<UInt32>,
             _ max: Int32, _ timeoutNanoseconds: Int64
         ) -> Int32
-    var eventfd: @Sendable (_ initial: UInt32, _ flags: Int32) -> Int32
-    var memfdCreate: @Sendable (_ name: UnsafePointer<CChar>) -> Int32
-    var read: @Sendable (_ fd: Int32, _ buffer: UnsafeMutableRawPointer, _ count: Int) -> Int
-    var write: @Sendable (_ fd: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -> Int
-    var futimens: @Sendable (_ fd: Int32, _ times: UnsafePointer<timespec>) -> Int32
-    var close: @Sendable (_ fd: Int32) -> Int32
-    var getcwd: @Sendable (_ buffer: UnsafeMutablePointer<CChar>, _ size: Int) -> UnsafeMutablePointer<CChar>?
+    public var eventfd: @Sendable (_ initial: UInt32, _ flags: Int32) -> Int32
+    public var memfdCreate: @Sendable (_ name: UnsafePointer<CChar>) -> Int32
+    public var read: @Sendable (_ fd: Int32, _ buffer: UnsafeMutableRawPointer, _ count: Int) -> Int
+    public var write: @Sendable (_ fd: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -> Int
+    public var futimens: @Sendable (_ fd: Int32, _ times: UnsafePointer<timespec>) -> Int32
+    public var close: @Sendable (_ fd: Int32) -> Int32
+    public var getcwd: @Sendable (_ buffer: UnsafeMutablePointer<CChar>, _ size: Int) -> UnsafeMutablePointer<CChar>?
     /// Returns 0 or an error number, as pthread_create does (it does not set `errno`).
-    var pthreadCreate:
+    public var pthreadCreate:
         @Sendable (
             _ thread: UnsafeMutablePointer<pthread_t>, _ argument: UnsafeMutableRawPointer,
             _ body: @convention(c) (UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer?
         ) -> Int32
-    var readlink: @Sendable (_ path: UnsafePointer<CChar>, _ buffer: UnsafeMutablePointer<CChar>, _ size: Int) -> Int
-    var openDirectory: @Sendable (_ path: UnsafePointer<CChar>, _ noFollow: Bool) -> Int32
+    public var readlink:
+        @Sendable (_ path: UnsafePointer<CChar>, _ buffer: UnsafeMutablePointer<CChar>, _ size: Int) -> Int
+    public var openDirectory: @Sendable (_ path: UnsafePointer<CChar>, _ noFollow: Bool) -> Int32
     /// `openat` of a directory; `options` are `CDW_OPEN_PATH_ONLY` and `CDW_OPEN_NO_FOLLOW`.
-    var openDirectoryAt: @Sendable (_ directory: Int32, _ path: UnsafePointer<CChar>, _ options: Int32) -> Int32
-    var openFile: @Sendable (_ path: UnsafePointer<CChar>) -> Int32
-    var getdents64: @Sendable (_ fd: Int32, _ buffer: UnsafeMutableRawPointer, _ count: Int) -> Int
-    var entryStatus:
+    public var openDirectoryAt: @Sendable (_ directory: Int32, _ path: UnsafePointer<CChar>, _ options: Int32) -> Int32
+    public var openFile: @Sendable (_ path: UnsafePointer<CChar>) -> Int32
+    public var getdents64: @Sendable (_ fd: Int32, _ buffer: UnsafeMutableRawPointer, _ count: Int) -> Int
+    public var entryStatus:
         @Sendable (
             _ directory: Int32, _ name: UnsafePointer<CChar>, _ status: UnsafeMutablePointer<cdw_entry_status>
         ) -> Int32
     /// statfs's `f_type` (the file system's magic number), or -1.
-    var fileSystemType: @Sendable (_ path: UnsafePointer<CChar>) -> Int64
+    public var fileSystemType: @Sendable (_ path: UnsafePointer<CChar>) -> Int64
     /// fanotify's calls (``System/fanotifyInit()``): a group that reports directories' handles.
-    var fanotifyInit: @Sendable () -> Int32
-    var fanotifyMarkFileSystem:
+    public var fanotifyInit: @Sendable () -> Int32
+    public var fanotifyMarkFileSystem:
         @Sendable (_ fd: Int32, _ add: Bool, _ mask: UInt64, _ path: UnsafePointer<CChar>) -> Int32
     /// name_to_handle_at: `name` in `directory`, or (nil) `directory` itself.
-    var nameToHandle:
+    public var nameToHandle:
         @Sendable (
             _ directory: Int32, _ name: UnsafePointer<CChar>?, _ type: UnsafeMutablePointer<Int32>,
             _ bytes: UnsafeMutablePointer<UInt8>, _ length: UnsafeMutablePointer<UInt32>
         ) -> Int32
-    var openByHandle:
+    public var openByHandle:
         @Sendable (_ mountFD: Int32, _ type: Int32, _ bytes: UnsafePointer<UInt8>, _ length: UInt32) -> Int32
-    var fileSystemID: @Sendable (_ fd: Int32, _ id: UnsafeMutablePointer<UInt8>) -> Int32
+    public var fileSystemID: @Sendable (_ fd: Int32, _ id: UnsafeMutablePointer<UInt8>) -> Int32
     /// `poll(2)` of one descriptor for `events`, returning at once: its `revents`, or -1.
-    var pollNow: @Sendable (_ fd: Int32, _ events: Int16) -> Int32
+    public var pollNow: @Sendable (_ fd: Int32, _ events: Int16) -> Int32
 
     /// The kernel's own calls.
-    static let live = SystemCalls(
+    public static let live = SystemCalls(
         inotifyInit1: { Glibc.inotify_init1($0) },
         inotifyAddWatch: { Glibc.inotify_add_watch($0, $1, $2) },
         inotifyRmWatch: { Glibc.inotify_rm_watch($0, $1) },

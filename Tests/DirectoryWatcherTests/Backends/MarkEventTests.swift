@@ -1,6 +1,6 @@
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// A mark backend's record, whose mask the kernel may have merged, as backend events, in the
 /// order they are reported.

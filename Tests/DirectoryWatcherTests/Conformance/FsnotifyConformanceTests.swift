@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// fsnotify's script corpus, run against this library. See MAPPING.md next to this file.
 final class FsnotifyConformanceTests: XCTestCase {

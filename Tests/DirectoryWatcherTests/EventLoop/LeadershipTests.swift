@@ -2,7 +2,7 @@ import Dispatch
 import Foundation
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// The standby's decisions and the hand-off's exchange, without a loop.
 final class LeadershipTests: XCTestCase {

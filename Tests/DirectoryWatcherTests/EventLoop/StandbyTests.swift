@@ -2,7 +2,7 @@ import Dispatch
 import Foundation
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// The default delivery: callbacks on the thread that read the change, and a standby that takes
 /// over the reading when a callback blocks.

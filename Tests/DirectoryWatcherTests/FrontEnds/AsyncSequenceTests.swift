@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// The async sequence: order, ending, buffering, a consumer that falls behind, cancelling. The
 /// long runs (100,000 files at each buffer limit, more cancelled iterations) are in

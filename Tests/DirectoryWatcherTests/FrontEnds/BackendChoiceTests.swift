@@ -1,7 +1,7 @@
 import Glibc
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// Which backend a watcher uses, from what was asked and what is known of the file system:
 /// a pure function, tested here case by case with no kernel.

@@ -2,7 +2,7 @@ import Dispatch
 import Foundation
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// What a watcher reports for each kind of operation, checked through the barrier: every
 /// assertion sees exactly the changes made before it, never more and never fewer.

@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// Every way `watchFolder` can fail: real failures where the kernel produces them for root too,
 /// injected ones (through the syscall table) where it does not. Each error names the path.

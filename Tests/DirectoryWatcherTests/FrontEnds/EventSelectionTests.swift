@@ -2,7 +2,7 @@ import Dispatch
 import Foundation
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// `DirectoryWatcher.Options`: which kinds a watcher reports, and the opt-in opens, reads and
 /// closes.

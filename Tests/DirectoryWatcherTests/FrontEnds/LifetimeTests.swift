@@ -2,7 +2,7 @@ import Dispatch
 import Foundation
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// Invalidation, ownership and resource use: what an app ported from the sample relies on.
 class LifetimeTests: WatchedDirectoryTestCase {

@@ -2,7 +2,7 @@ import Dispatch
 import Foundation
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// Watchers that start and stop (the seeds' `Monitor` and MHWDirectoryWatcher's
 /// `startWatching`/`stopWatching`), and groups of them.

@@ -1,7 +1,7 @@
 import Glibc
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// Path resolution as a pure step: a fake current directory and fake symbolic links.
 final class PathResolutionTests: XCTestCase {

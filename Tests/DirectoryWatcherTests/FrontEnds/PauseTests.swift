@@ -2,7 +2,7 @@ import Dispatch
 import Foundation
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// Pause and resume: no callback while paused, then one batch with what changed meanwhile.
 final class PauseTests: WatchedDirectoryTestCase {

@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// A clock the test moves by hand; the loop reads it at each wake-up.
 final class ManualClock: Sendable {

@@ -2,7 +2,7 @@ import Dispatch
 import Foundation
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// A soak test against a model: seeded random changes to a directory, some made while the loop is
 /// held long enough for the kernel queue to overflow; after each step and a barrier, the changes

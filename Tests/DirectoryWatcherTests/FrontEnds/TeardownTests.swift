@@ -2,7 +2,7 @@ import Dispatch
 import Foundation
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// Teardown under fire: the loop stopping while other threads hand it work, watchers invalidated
 /// from each other's callbacks, async sequences ended while changes flow. Each test is bounded:

@@ -2,7 +2,7 @@ import Dispatch
 import Foundation
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// `watchFile`: one file, watched by name through its directory, so that it survives being
 /// replaced. Checked through the barrier, like ChangeTests.

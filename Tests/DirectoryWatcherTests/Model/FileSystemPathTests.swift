@@ -1,6 +1,6 @@
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 final class FileSystemPathTests: XCTestCase {
     func testAbsoluteJoinsAndNormalizesLexically() {

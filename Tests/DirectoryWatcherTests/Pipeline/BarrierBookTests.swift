@@ -1,6 +1,6 @@
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// The router's one book of barriers: what each request waits for, and that each comes back once,
 /// in the order it was asked for.

@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// `Delivery.eventLoopThread`: callbacks on the loop thread itself, with no hand-off.
 final class DeliveryTests: WatchedDirectoryTestCase {

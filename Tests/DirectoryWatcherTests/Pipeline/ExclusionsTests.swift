@@ -1,6 +1,6 @@
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// ``DirectoryWatcher/Options/excludes`` as a pure rule; ``TreeTests`` checks what it saves.
 final class ExclusionsTests: XCTestCase {

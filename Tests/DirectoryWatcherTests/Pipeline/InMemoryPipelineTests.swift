@@ -1,6 +1,7 @@
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
+@testable import DirectoryWatcherTesting
 
 /// The pipeline through the in-memory backend, with no kernel and no thread: overflow recovery,
 /// backlog catch-up, pause and resume, settling and barriers, each checked against what the

@@ -1,6 +1,7 @@
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
+@testable import DirectoryWatcherTesting
 
 /// Trees through the in-memory backend: the races of a directory made, filled, renamed and moved
 /// while it has no watch yet, reproduced exactly (a change in a directory not watched is silent),

@@ -1,6 +1,6 @@
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// When the router lists directories for the inodes of entries that events created, on a clock
 /// the test turns by hand.

@@ -1,7 +1,7 @@
 import CDirectoryWatcherShims
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// What a kept directory knows, as events change it, and what a rescan then reports: files
 /// followed by their inode where one is on record, by name where not.

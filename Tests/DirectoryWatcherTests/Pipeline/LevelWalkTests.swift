@@ -2,7 +2,7 @@ import Dispatch
 import Synchronization
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// The shared walk of a tree's large level: its unsafe buffers of results and flags, read in order
 /// by the loop's thread while helpers fill them (also run under both sanitizers by `.ci/run`).

@@ -1,6 +1,6 @@
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// The router's side of a marking backend's table: the last handle a record named is kept with
 /// its descriptor, or as outside every tree, so that a run of records from one directory costs a

@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// Mounts made and taken away inside a tree and under it, through inotify here; the same tests
 /// run through fanotify in ``FanotifyMountTests``. Each test mounts a tmpfs of its own (root

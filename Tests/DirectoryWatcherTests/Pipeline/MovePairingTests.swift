@@ -1,6 +1,6 @@
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// Move pairing on a clock driven by hand: no sleeps, every deadline exact.
 final class MovePairingTests: XCTestCase {

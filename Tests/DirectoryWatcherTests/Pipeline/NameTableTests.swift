@@ -1,6 +1,6 @@
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// The table a kept directory keeps its entries in, checked against a `Dictionary` doing the same
 /// operations: its index, its removals without tombstones and its arena of names are its own

@@ -2,7 +2,7 @@ import Dispatch
 import Foundation
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// A real kernel queue overflow: the loop is held inside a task while more events happen than
 /// the kernel queues (fs.inotify.max_queued_events), then let go.

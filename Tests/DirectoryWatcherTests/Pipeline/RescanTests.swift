@@ -2,7 +2,7 @@ import Dispatch
 import Foundation
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// Exact recovery: when the kernel queue overflows, the watcher lists the directory again and
 /// reports exactly what it missed, after an `overflow` notice.

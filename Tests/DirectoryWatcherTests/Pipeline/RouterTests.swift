@@ -2,7 +2,7 @@ import CDirectoryWatcherShims
 import Glibc
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// The router without a thread or a kernel: events go in as the loop would read them, batches
 /// come out to receivers when the test drains the mailboxes the router scheduled, as the loop does

@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// Settled watchers on the real clock, as users run them.
 final class SettledCopyTests: XCTestCase {

@@ -1,6 +1,6 @@
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// Settled batches as a state machine: what a batch adds up to (``SettledBatch``), and when it is
 /// due (``Settler``), on a clock driven by hand.

@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// Random operations on a real directory: the difference between the snapshots before and after
 /// is the net effect of the operations. Seeded and reproducible: a failure prints its seed, and

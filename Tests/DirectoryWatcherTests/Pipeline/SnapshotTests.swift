@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// Snapshots read from real directories, and the differences between two of them.
 final class SnapshotTests: XCTestCase {

@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// Issue 26's cases, each alone: moves through directories just made or just moved in, and
 /// exchanges, checked as a consumer would: the changes applied in order to a model of the tree

@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// A tree soak against a model: seeded random churn of a watched tree (files and `mkdir -p` at
 /// once, subtrees renamed inside it, moved in from outside and out, moved through directories just

@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// Recursive watching: every directory below the root, as it is and as it changes, with no race
 /// between a new directory's creation and its watch. Through inotify here; the same tests run

@@ -1,7 +1,7 @@
 import Dispatch
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// The one-shot latch behind "returns once the loop has stopped, been joined, been released".
 final class LatchTests: XCTestCase {

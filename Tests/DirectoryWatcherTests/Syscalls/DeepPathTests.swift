@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// Directories whose absolute path is longer than PATH_MAX (4,096 bytes), which no system call
 /// takes whole: opened in steps, watched through `/proc/self/fd`, and found by walking up when

@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// The `getdents64` parser on hand-built records.
 final class DirectoryEntryParserTests: XCTestCase {

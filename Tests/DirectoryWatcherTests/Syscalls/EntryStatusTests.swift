@@ -1,7 +1,7 @@
 import CDirectoryWatcherShims
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// A status is kept for every entry of every kept directory, so it is stored packed
 /// (``EntryStatus``): what it gives back must be what `statx` said, field by field, and the size

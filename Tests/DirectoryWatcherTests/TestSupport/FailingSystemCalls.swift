@@ -1,6 +1,6 @@
 import Foundation
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// Injected failures: one entry of a ``SystemCalls`` table made to fail with an errno.
 ///

@@ -2,7 +2,7 @@ import Dispatch
 import Foundation
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// The stress suite: the long runs (kernel-sized overflows of 16,384 events and more, the soak,
 /// bursts of 20,000 changes, thousands of lifetime cycles). `swift test` skips them, counted as

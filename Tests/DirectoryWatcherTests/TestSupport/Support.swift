@@ -2,7 +2,7 @@ import Dispatch
 import Foundation
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// A fresh directory under the system's temporary directory, removed with everything in it.
 final class TemporaryDirectory: Sendable {

@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// A tree as a consumer keeps it from the changes reported: each change applied in order to
 /// what was known before (a directory renamed, moved out or removed takes what is below it

@@ -1,6 +1,6 @@
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// A test case with a fresh temporary directory for each test and, once the test (or its
 /// `setUp`) calls ``watch(_:)``, a watcher whose changes a ``Recorder`` keeps.

@@ -1,6 +1,6 @@
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// The watch table against a fake kernel: descriptors per inode, masks, removal.
 final class WatchTableTests: XCTestCase {

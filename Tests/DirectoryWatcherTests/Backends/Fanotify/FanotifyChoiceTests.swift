@@ -2,7 +2,7 @@ import Dispatch
 import Foundation
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// When a tree uses fanotify, and what it says when it cannot.
 final class FanotifyChoiceTests: WatchedDirectoryTestCase {

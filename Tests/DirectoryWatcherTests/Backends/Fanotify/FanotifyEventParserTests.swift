@@ -1,6 +1,6 @@
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// The fanotify parser on hand-built bytes, laid out as the kernel writes them (checked against a
 /// real group in ``testARealGroupsRecordsParse``), and what it must never trust.

@@ -2,7 +2,7 @@ import Dispatch
 import Foundation
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// fanotify trees made and ended from many threads at once while their directories change: the
 /// marks, their mount descriptors and the handle table come and go with them.

@@ -1,6 +1,6 @@
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// The mount tests through fanotify: its mark is of one file system, so a mount made inside a
 /// tree is not seen into; the tree says so, once, when the mount is made.

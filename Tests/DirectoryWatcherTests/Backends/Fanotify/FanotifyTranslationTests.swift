@@ -1,6 +1,6 @@
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// What a fanotify mark asks for.
 final class FanotifyTranslationTests: XCTestCase {

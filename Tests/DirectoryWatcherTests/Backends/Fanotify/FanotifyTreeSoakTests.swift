@@ -1,6 +1,6 @@
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// ``TreeSoakTests`` through fanotify: one mark for the file system, overflows of its queue
 /// injected (the group's queue has no limit, so the kernel never overflows it).

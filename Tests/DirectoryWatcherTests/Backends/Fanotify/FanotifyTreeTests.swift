@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// The tree tests through fanotify: one mark for the test directory's whole file system, and no
 /// inotify watch. (The tests run as root here, which has `CAP_SYS_ADMIN`.) Where fanotify differs

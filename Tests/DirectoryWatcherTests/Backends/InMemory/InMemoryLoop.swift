@@ -1,7 +1,8 @@
 import Foundation
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
+@testable import DirectoryWatcherTesting
 
 /// The in-memory backend: the router over a ``MemoryFileSystem``, driven as the event loop drives
 /// it, but by the test, on the test's thread, with a hand clock. Each ``run()`` is the loop's

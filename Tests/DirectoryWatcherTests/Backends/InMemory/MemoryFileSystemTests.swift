@@ -1,7 +1,8 @@
 import Glibc
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
+@testable import DirectoryWatcherTesting
 
 /// The in-memory file system the in-memory backend runs on: its events are the kernel's, in the
 /// kernel's order, and its listings (records written by hand into the caller's buffer) parse as

@@ -1,7 +1,7 @@
 import Glibc
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// The inotify backend: its records are handed over as they are read, so the router's event bits
 /// must be inotify's; and what each watch asks the kernel for.

@@ -1,6 +1,6 @@
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// The parser on hand-built bytes: the layout the kernel writes, and what it must never trust.
 final class InotifyEventParserTests: XCTestCase {

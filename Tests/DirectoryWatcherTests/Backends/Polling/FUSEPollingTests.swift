@@ -2,7 +2,7 @@ import Dispatch
 import Foundation
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// A FUSE mount of a local folder (bindfs), changed behind the watcher's back through the folder
 /// itself: the automatic choice polls it and sees the change; inotify on the mount never does.

@@ -2,7 +2,7 @@ import Dispatch
 import Foundation
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// The polling backend on a local directory, forced: the same change tests as inotify's. The
 /// interval is an hour, so a poll comes only when the test asks for one: a barrier on a polled

@@ -1,0 +1,127 @@
+import DirectoryWatcher
+import DirectoryWatcherTesting
+import XCTest
+
+/// The simulated kernel under a real watcher: each hard case a user's test needs, delivered by
+/// the library's own code.
+final class SimulatedFileSystemTests: XCTestCase {
+    private var files: SimulatedFileSystem!
+
+    override func setUp() {
+        files = SimulatedFileSystem()
+        files.createDirectory("/inbox")
+    }
+
+    override func tearDown() {
+        files = nil
+    }
+
+    func testACreatedFileIsDelivered() async throws {
+        let watcher = try files.watchFolder(path: "/inbox") { _ in }
+        let changes = await watcher.changes { files.createFile("/inbox/a.txt") }
+        assertChanges(changes, [.created("a.txt", isDirectory: false)], under: watcher)
+        watcher.invalidate()
+    }
+
+    func testARenameIsOneChangeWithBothPaths() async throws {
+        files.createFile("/inbox/draft.txt")
+        let watcher = try files.watchFolder(path: "/inbox") { _ in }
+        let changes = await watcher.changes { files.rename("/inbox/draft.txt", to: "/inbox/final.txt") }
+        assertChanges(changes, [.renamed("draft.txt", to: "final.txt")], under: watcher)
+        watcher.invalidate()
+    }
+
+    func testAnOverflowIsRecoveredByARescanThatFindsWhatWasLost() async throws {
+        files.createFile("/inbox/old.txt")
+        let watcher = try files.watchFolder(path: "/inbox") { _ in }
+        let changes = await watcher.changes {
+            files.losingEvents {
+                files.createFile("/inbox/new.txt")
+                files.remove("/inbox/old.txt")
+            }
+        }
+        assertChanges(
+            changes,
+            [.overflow, .removed("old.txt", foundByRescan: true), .created("new.txt", foundByRescan: true)],
+            under: watcher)
+        watcher.invalidate()
+    }
+
+    func testRemovingTheWatchedFolderEndsTheWatch() async throws {
+        let watcher = try files.watchFolder(path: "/inbox") { _ in }
+        let changes = await watcher.changes { files.remove("/inbox") }
+        assertChanges(changes, [.rootRemoved], under: watcher)
+        XCTAssertFalse(watcher.isMonitoring)
+    }
+
+    func testARefusedWatchThrowsItsCode() throws {
+        for code: DirectoryWatcherError.Code in [.permissionDenied, .watchLimitReached, .outOfMemory] {
+            files.refuseWatches(of: "/inbox", with: code)
+            XCTAssertThrowsError(try files.watchFolder(path: "/inbox") { _ in }) { error in
+                XCTAssertEqual((error as? DirectoryWatcherError)?.code, code)
+                XCTAssertEqual((error as? DirectoryWatcherError)?.path.description, "/inbox")
+            }
+        }
+        XCTAssertThrowsError(try files.watchFolder(path: "/missing") { _ in }) { error in
+            XCTAssertEqual((error as? DirectoryWatcherError)?.code, .noSuchPath)
+        }
+    }
+
+    func testATreeReportsADirectoryItCannotWatchAndGoesOn() async throws {
+        files.createDirectory("/inbox/locked")
+        files.refuseWatches(of: "/inbox/locked", with: .permissionDenied)
+        var options = DirectoryWatcher.Options()
+        options.recursive = true
+        let log = Locked<[DirectoryChange]>([])
+        let watcher = try files.watchFolder(path: "/inbox", options: options) { batch in log.append(batch) }
+        let changes = await watcher.changes { files.createFile("/inbox/a.txt") }
+        assertChanges(log.value, contain: [.failed("locked")], under: "/inbox")
+        assertChanges(changes, [.created("a.txt")], under: watcher)
+        watcher.invalidate()
+    }
+
+    func testARenameWhoseSecondHalfNeverComesIsAMoveOutOnceItsWindowHasPassed() async throws {
+        files.createDirectory("/elsewhere")
+        files.createFile("/inbox/a.txt")
+        let watcher = try files.watchFolder(path: "/inbox") { _ in }
+        let log = ChangeLog(watching: watcher)
+        files.rename("/inbox/a.txt", to: "/elsewhere/a.txt")
+        files.passTime(.milliseconds(10))
+        await log.settle()
+        assertChanges(log.changes, [.movedOut("a.txt")], under: watcher)
+        watcher.invalidate()
+    }
+
+    func testASettledBatchComesOnceItsQuietPeriodHasPassed() async throws {
+        var options = DirectoryWatcher.Options()
+        options.settling = .init(quietPeriod: .seconds(2))
+        let watcher = try files.watchFolder(path: "/inbox", options: options) { _ in }
+        let log = ChangeLog(watching: watcher)
+        // A watcher that does not settle: once its barrier is through, the loop has routed the
+        // writes to both.
+        let unsettled = try files.watchFolder(path: "/inbox") { _ in }
+        files.beginWriting("/inbox/big.iso")
+        files.endWriting("/inbox/big.iso")
+        files.passTime(.seconds(1))
+        await unsettled.barrier()
+        XCTAssertEqual(log.changes, [], "handed over before the quiet period passed")
+        files.passTime(.seconds(1))
+        await log.settle()
+        assertChanges(log.changes, [.created("big.iso")], under: watcher)
+        watcher.invalidate()
+        unsettled.invalidate()
+    }
+}
+
+/// A value shared with a callback.
+final class Locked<Value: Sendable>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored: Value
+    init(_ value: Value) { stored = value }
+    var value: Value { lock.withLock { stored } }
+    func update(_ body: (inout Value) -> Void) { lock.withLock { body(&stored) } }
+}
+
+extension Locked where Value == [DirectoryChange] {
+    func append(_ batch: [DirectoryChange]) { update { $0 += batch } }
+}
