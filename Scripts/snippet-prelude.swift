@@ -75,3 +75,18 @@ public enum XestiMonitors {
         public let orientationMonitor = SomeMonitor()
     }
 }
+
+/// The testing article's app type: the example package's document list
+/// (Examples/DocumentListPackage), as far as the snippets use it.
+public final class DocumentList: DirectoryWatcherDelegate, @unchecked Sendable {
+    public typealias Watch = (_ path: String, _ delegate: any DirectoryWatcherDelegate) throws -> DirectoryWatcher
+    public private(set) var folderWatcher: DirectoryWatcher?
+    public var names: [String] { [] }
+
+    public init(
+        folder: String, names: [String] = [],
+        watch: Watch = { path, delegate in try DirectoryWatcher.watchFolder(path: path, delegate: delegate) }
+    ) throws {
+        folderWatcher = try watch(folder, self)
+    }
+}

@@ -92,6 +92,22 @@ final class SimulatedFileSystemTests: XCTestCase {
         watcher.invalidate()
     }
 
+    func testAPausedWatcherHandsOverWhatHappenedAsOneResumingBatch() async throws {
+        let watcher = try files.watchFolder(path: "/inbox") { _ in }
+        let log = ChangeLog(watching: watcher)
+        XCTAssertTrue(watcher.pause())
+        files.createFile("/inbox/a.txt")
+        files.createFile("/inbox/b.txt")
+        await log.settle()
+        XCTAssertEqual(log.changes, [], "delivered while paused")
+        XCTAssertTrue(watcher.resume())
+        await log.settle()
+        XCTAssertEqual(log.batches.count, 1)
+        assertChanges(log.changes, [.created("a.txt"), .created("b.txt")], under: watcher)
+        XCTAssertTrue(log.changes.allSatisfy(\.whilePaused))
+        watcher.invalidate()
+    }
+
     func testASettledBatchComesOnceItsQuietPeriodHasPassed() async throws {
         var options = DirectoryWatcher.Options()
         options.settling = .init(quietPeriod: .seconds(2))

@@ -12,7 +12,7 @@ import Synchronization
 /// ```
 ///
 /// The log sees what the delegate sees, just before the delegate sees it, on the same thread, so
-/// once ``DirectoryWatcher/barrier()`` has returned, every change before it is in the log and the
+/// once `DirectoryWatcher/barrier()` has returned, every change before it is in the log and the
 /// delegate has been called with it. Safe from any thread.
 public final class ChangeLog: Sendable {
     private struct State {
@@ -53,7 +53,7 @@ public final class ChangeLog: Sendable {
     public func clear() { state.withLock { $0.batches = [] } }
 
     /// Returns once every change made before this call has been delivered (the watcher's
-    /// ``DirectoryWatcher/barrier()``), with every change logged.
+    /// `DirectoryWatcher/barrier()`), with every change logged.
     @discardableResult
     public func settle() async -> [DirectoryChange] {
         await watcher.barrier()

@@ -12,7 +12,7 @@ public struct ExpectedChange: Hashable, Sendable, CustomStringConvertible {
     public var oldPath: String?
     /// Whether the entry is a directory. Nil: not compared.
     public var isDirectory: Bool?
-    /// Whether a rescan found the change (``DirectoryChange/foundByRescan``). Nil: not compared.
+    /// Whether a rescan found the change (`DirectoryChange/foundByRescan`). Nil: not compared.
     public var foundByRescan: Bool?
 
     public init(

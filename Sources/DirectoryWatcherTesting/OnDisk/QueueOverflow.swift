@@ -4,7 +4,7 @@ import Glibc
 
 extension DirectoryWatcher {
     /// Overflows the kernel's queue on disk, then runs `changes`, whose events are lost with the
-    /// rest: the watcher reports ``DirectoryChange/Kind/overflow`` and then, with exact recovery
+    /// rest: the watcher reports `DirectoryChange/Kind/overflow` and then, with exact recovery
     /// (the default), what its rescan finds, which is what `changes` did.
     ///
     /// The queue is filled from elsewhere: while the event loop reads nothing, a file is made and
@@ -13,8 +13,8 @@ extension DirectoryWatcher {
     /// full; then `changes` runs. This watcher sees none of the filling: only the overflow and
     /// the rescan's findings. Takes a fraction of a second at the kernel's default size.
     ///
-    /// - Throws: The fixture's or the scratch watcher's error; ``DirectoryWatcherError`` with
-    ///   ``DirectoryWatcherError/Code/invalidated`` when this watcher does not watch now. A
+    /// - Throws: The fixture's or the scratch watcher's error; `DirectoryWatcherError` with
+    ///   `DirectoryWatcherError/Code/invalidated` when this watcher does not watch now. A
     ///   simulated watcher has ``SimulatedFileSystem/losingEvents(_:)`` instead.
     public func overflowQueue(then changes: () throws -> Void) throws {
         guard let loop = eventLoop else {

@@ -19,7 +19,7 @@ import Synchronization
 /// ```
 ///
 /// Only the kernel is simulated. A watcher made here (``watchFolder(path:options:delegate:queue:)``)
-/// is a real ``DirectoryWatcher`` on a real event loop with its own threads: the simulation answers
+/// is a real `DirectoryWatcher` on a real event loop with its own threads: the simulation answers
 /// the loop's system calls (`inotify_add_watch`, the `read` of the inotify queue, `getdents64` and
 /// `statx` for listings), and everything above them (parsing the kernel's records, pairing renames,
 /// rescans, settling, delivery on your queue, the order of callbacks) is the code that runs in
@@ -28,8 +28,8 @@ import Synchronization
 ///
 /// Time stands still unless you move it (``passTime(_:)``): a rename's first half waits for its
 /// second, and a settled batch for its quiet period, until you do. The simulation is inotify's:
-/// a tree (``DirectoryWatcher/Options/recursive``) is watched directory by directory, never with
-/// fanotify; polling (``DirectoryWatcher/Backend/polling``) lists the simulated tree at each poll.
+/// a tree (`DirectoryWatcher/Options/recursive`) is watched directory by directory, never with
+/// fanotify; polling (`DirectoryWatcher/Backend/polling`) lists the simulated tree at each poll.
 ///
 /// Paths are absolute (`/inbox/report.txt`) and name entries of the simulation only. A change to
 /// an entry that is not there, or a parent that is missing, is a mistake in the test: it stops the
@@ -90,21 +90,21 @@ public final class SimulatedFileSystem: Sendable {
 
     /// Renames an entry, as `rename(2)` does: a file at `newPath` is replaced. A move into or out
     /// of a directory no watcher watches queues one half of the kernel's pair only, as inotify's
-    /// does: a watcher reports it as ``DirectoryChange/Kind/movedOut`` (once the pairing window has
-    /// passed, ``passTime(_:)``) or ``DirectoryChange/Kind/movedIn``.
+    /// does: a watcher reports it as `DirectoryChange/Kind/movedOut` (once the pairing window has
+    /// passed, ``passTime(_:)``) or `DirectoryChange/Kind/movedIn`.
     public func rename(_ path: String, to newPath: String) {
         kernel.rename(checked(path), to: checked(newPath))
     }
 
     /// Removes an entry, and a directory's contents first, as `rm -r` does. Removing a watched
-    /// directory ends its watch with ``DirectoryChange/Kind/rootRemoved``.
+    /// directory ends its watch with `DirectoryChange/Kind/rootRemoved`.
     public func remove(_ path: String) {
         kernel.remove(checked(path))
     }
 
     /// Changes an entry's permission bits. A directory without read permission cannot be listed:
-    /// a watcher that must list it reports ``DirectoryChange/Kind/failed`` for it (or its start
-    /// fails with ``DirectoryWatcherError/Code/permissionDenied``).
+    /// a watcher that must list it reports `DirectoryChange/Kind/failed` for it (or its start
+    /// fails with `DirectoryWatcherError/Code/permissionDenied`).
     public func setPermissions(_ path: String, _ permissions: UInt32) {
         kernel.chmod(checked(path), permissions)
     }
@@ -116,19 +116,19 @@ public final class SimulatedFileSystem: Sendable {
 
     /// Makes the changes of `changes` while the kernel's queue is full: their events are lost,
     /// and the queue holds one overflow event in their place, as inotify's does when its reader
-    /// falls behind. A watcher then reports ``DirectoryChange/Kind/overflow`` and, with exact
+    /// falls behind. A watcher then reports `DirectoryChange/Kind/overflow` and, with exact
     /// recovery (the default), each change the rescan finds, marked
-    /// ``DirectoryChange/foundByRescan``. Nothing is read until `changes` returns, so every one of
+    /// `DirectoryChange/foundByRescan`. Nothing is read until `changes` returns, so every one of
     /// its changes is lost from the queue, and found by the rescan.
     public func losingEvents(_ changes: () -> Void) {
         kernel.losingEvents(changes)
     }
 
     /// From now on, a watch of the directory at `path` fails with `code`, as the kernel's does:
-    /// ``DirectoryWatcherError/Code/permissionDenied``, ``DirectoryWatcherError/Code/watchLimitReached``,
-    /// ``DirectoryWatcherError/Code/outOfMemory``, ``DirectoryWatcherError/Code/noSuchPath`` or
-    /// ``DirectoryWatcherError/Code/other(errno:)``. A watcher started on it throws that error; a
-    /// tree that reaches it reports ``DirectoryChange/Kind/failed`` with the error and goes on.
+    /// `DirectoryWatcherError/Code/permissionDenied`, `DirectoryWatcherError/Code/watchLimitReached`,
+    /// `DirectoryWatcherError/Code/outOfMemory`, `DirectoryWatcherError/Code/noSuchPath` or
+    /// `DirectoryWatcherError/Code/other(errno:)`. A watcher started on it throws that error; a
+    /// tree that reaches it reports `DirectoryChange/Kind/failed` with the error and goes on.
     /// Pass nil to let watches of it succeed again.
     public func refuseWatches(of path: String, with code: DirectoryWatcherError.Code?) {
         let path = checked(path)
@@ -137,7 +137,7 @@ public final class SimulatedFileSystem: Sendable {
     }
 
     /// How many directories may be watched at once (inotify's `max_user_watches`); past it, a
-    /// watch fails with ``DirectoryWatcherError/Code/watchLimitReached``. No limit by default.
+    /// watch fails with `DirectoryWatcherError/Code/watchLimitReached`. No limit by default.
     public var watchLimit: Int {
         get { kernel.watchLimit }
         set { kernel.watchLimit = newValue }
@@ -150,7 +150,7 @@ public final class SimulatedFileSystem: Sendable {
     ///
     /// Every change made before the call is read at the time before it: the clock moves once the
     /// loop has read them. Not from a watcher's callback on the loop's thread
-    /// (``DirectoryWatcher/Delivery/eventLoopThread``), which would wait for itself.
+    /// (`DirectoryWatcher/Delivery/eventLoopThread`), which would wait for itself.
     public func passTime(_ duration: Duration) {
         precondition(duration >= .zero, "time does not go back: \(duration)")
         kernel.waitUntilRead()
@@ -162,7 +162,7 @@ public final class SimulatedFileSystem: Sendable {
     // MARK: - Watching
 
     /// Starts watching the directory at `path` of this file system, as
-    /// ``DirectoryWatcher/watchFolder(path:options:delegate:queue:)`` watches one on disk: the
+    /// `DirectoryWatcher/watchFolder(path:options:delegate:queue:)` watches one on disk: the
     /// same watcher, the same options and delivery.
     public func watchFolder(
         path: String, options: DirectoryWatcher.Options = DirectoryWatcher.Options(),
@@ -172,7 +172,7 @@ public final class SimulatedFileSystem: Sendable {
     }
 
     /// Starts watching the directory at `path` of this file system and calls `handler` with each
-    /// batch, as ``DirectoryWatcher/watchFolder(path:options:queue:handler:)`` does.
+    /// batch, as `DirectoryWatcher/watchFolder(path:options:queue:handler:)` does.
     public func watchFolder(
         path: String, options: DirectoryWatcher.Options = DirectoryWatcher.Options(), queue: DispatchQueue? = nil,
         handler: @escaping @Sendable ([DirectoryChange]) -> Void
@@ -181,7 +181,7 @@ public final class SimulatedFileSystem: Sendable {
     }
 
     /// Returns once every change made so far has been delivered to every watcher made here: each
-    /// watcher's ``DirectoryWatcher/barrier()``.
+    /// watcher's `DirectoryWatcher/barrier()`.
     ///
     /// A barrier follows what came before it, and so waits for what waits for time: a settled
     /// batch in its quiet period, a rename's first half in its pairing window. Time moves only

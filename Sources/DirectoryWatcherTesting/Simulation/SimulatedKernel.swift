@@ -87,15 +87,25 @@ final class SimulatedKernel: @unchecked Sendable {
     /// was added.
     private var barrierFD: Int32 = -1
     private var barrierWatched = false
-    /// While true, a read finds the queue empty: the reader is held back (``holdingReads(_:)``).
-    private var readsHeld = false
-    /// While true, every event is lost (the queue is full): ``losingEvents(_:)``.
-    private var losing = false
+    /// The ``losingEvents(_:)`` calls running (on any threads): while there is one, every event
+    /// is lost (the queue is full) and a read finds nothing to read.
+    private var losing = 0
+    private var readsHeld: Bool { losing > 0 }
+
+    private var capacity = 16_384
+    private var maximumWatches = Int.max
 
     /// How many events the queue holds before it overflows (`max_queued_events`).
-    var queueCapacity = 16_384
+    var queueCapacity: Int {
+        get { lock.withLock { capacity } }
+        set { lock.withLock { capacity = newValue } }
+    }
+
     /// How many watches may exist at once (`max_user_watches`); past it, `ENOSPC`.
-    var watchLimit = Int.max
+    var watchLimit: Int {
+        get { lock.withLock { maximumWatches } }
+        set { lock.withLock { maximumWatches = newValue } }
+    }
 
     init() {
         root = Node(inode: 1, isDirectory: true, name: [], time: 1)
@@ -218,15 +228,16 @@ final class SimulatedKernel: @unchecked Sendable {
     /// The reader finds nothing to read until `body` is done, so every change of it is lost.
     func losingEvents(_ body: () -> Void) {
         lock.withLock {
-            readsHeld = true
-            events.append(Event(wd: -1, mask: UInt32(IN_Q_OVERFLOW)))
-            losing = true
+            if losing == 0 { events.append(Event(wd: -1, mask: UInt32(IN_Q_OVERFLOW))) }
+            losing += 1
         }
         body()
         lock.withLock {
-            losing = false
-            readsHeld = false
-            signal()
+            losing -= 1
+            if losing == 0 {
+                signal()
+                lock.broadcast()
+            }
         }
     }
 
@@ -264,7 +275,7 @@ final class SimulatedKernel: @unchecked Sendable {
         lock.withLock {
             let taken = Array(events.prefix(limit))
             events.removeFirst(taken.count)
-            if events.count < queueCapacity { overflowQueued = false }
+            if events.count < capacity { overflowQueued = false }
             return taken
         }
     }
@@ -475,7 +486,7 @@ final class SimulatedKernel: @unchecked Sendable {
             taken += 1
         }
         events.removeFirst(taken)
-        if events.count < queueCapacity { overflowQueued = false }
+        if events.count < capacity { overflowQueued = false }
         if events.isEmpty {
             unsignal()
             lock.broadcast()
@@ -537,8 +548,8 @@ final class SimulatedKernel: @unchecked Sendable {
     /// Adds an event to the queue, as the kernel does: an event like the last one queued is
     /// merged into it, and a full queue takes one overflow event and drops the rest.
     private func enqueue(_ event: Event) {
-        if overflowQueued || losing { return }
-        if events.count >= queueCapacity {
+        if overflowQueued || losing > 0 { return }
+        if events.count >= capacity {
             events.append(Event(wd: -1, mask: UInt32(IN_Q_OVERFLOW)))
             overflowQueued = true
             signal()
@@ -631,7 +642,7 @@ final class SimulatedKernel: @unchecked Sendable {
             watches[wd] = (node, watch.mask | mask)
             return .success(wd)
         }
-        guard watches.count < watchLimit else { return .failure(Errno(code: ENOSPC)) }
+        guard watches.count < maximumWatches else { return .failure(Errno(code: ENOSPC)) }
         let wd = nextWD
         nextWD += 1
         watches[wd] = (node, mask)
