@@ -25,6 +25,16 @@ extension DirectoryWatcher {
             loop: loop)
     }
 
+    /// Starts watching one file by name on `loop`, as ``watchFile(path:options:delegate:queue:)``
+    /// does on the process's shared loop.
+    @_spi(DirectoryWatcherTesting)
+    public static func watchFile(
+        path: String, options: Options = Options(), delegate: any DirectoryWatcherDelegate,
+        queue: DispatchQueue? = nil, on loop: EventLoop
+    ) throws(DirectoryWatcherError) -> DirectoryWatcher {
+        try make(path: path, options: options, watchesFile: true, delegate: delegate, queue: queue, loop: loop)
+    }
+
     /// Calls `observer` with each batch this watcher delivers, where and when it delivers it,
     /// just before its delegate's ``DirectoryWatcherDelegate/directoryWatcher(_:didObserve:)``;
     /// until ``removeDeliveryObserver(_:)``. Returns the number to remove it by.

@@ -180,6 +180,16 @@ public final class SimulatedFileSystem: Sendable {
         keep(try DirectoryWatcher.watchFolder(path: path, options: options, queue: queue, on: loop, handler: handler))
     }
 
+    /// Starts watching one file of this file system by name, as
+    /// `DirectoryWatcher.watchFile(path:options:delegate:queue:)` watches one on disk: the watch
+    /// survives the file being replaced by a rename (an editor's atomic save).
+    public func watchFile(
+        path: String, options: DirectoryWatcher.Options = DirectoryWatcher.Options(),
+        delegate: any DirectoryWatcherDelegate, queue: DispatchQueue? = nil
+    ) throws(DirectoryWatcherError) -> DirectoryWatcher {
+        keep(try DirectoryWatcher.watchFile(path: path, options: options, delegate: delegate, queue: queue, on: loop))
+    }
+
     /// Returns once every change made so far has been delivered to every watcher made here: each
     /// watcher's `DirectoryWatcher/barrier()`.
     ///
