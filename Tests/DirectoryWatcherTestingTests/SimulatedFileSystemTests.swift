@@ -156,6 +156,15 @@ final class SimulatedFileSystemTests: XCTestCase {
         watcher.invalidate()
     }
 
+    func testTheAsyncSequenceGivesEachChangeAndEndsWithTheFolder() async throws {
+        let sequence = try files.changes(path: "/inbox")
+        files.createFile("/inbox/a.txt")
+        files.remove("/inbox")
+        var seen: [DirectoryChange] = []
+        for await change in sequence { seen.append(change) }
+        assertChanges(seen, [.created("a.txt"), .removed("a.txt"), .rootRemoved], under: "/inbox")
+    }
+
     func testASettledBatchComesOnceItsQuietPeriodHasPassed() async throws {
         var options = DirectoryWatcher.Options()
         options.settling = .init(quietPeriod: .seconds(2))

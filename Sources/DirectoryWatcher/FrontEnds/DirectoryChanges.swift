@@ -115,6 +115,13 @@ extension DirectoryWatcher {
     public static func changes(
         path: String, options: Options = Options(), bufferLimit: Int = DirectoryChanges.defaultBufferLimit
     ) throws(DirectoryWatcherError) -> DirectoryChanges {
+        try changes(path: path, options: options, bufferLimit: bufferLimit, loop: nil)
+    }
+
+    /// The sequence of `path`'s changes, watched on `loop` (nil: the process's shared loop).
+    static func changes(
+        path: String, options: Options, bufferLimit: Int, loop: EventLoop?
+    ) throws(DirectoryWatcherError) -> DirectoryChanges {
         guard bufferLimit >= 1 else {
             throw DirectoryWatcherError(
                 code: .invalidOption, path: FileSystemPath(path),
@@ -124,7 +131,7 @@ extension DirectoryWatcher {
         let (stream, continuation) = AsyncStream.makeStream(of: DirectoryChange.self, bufferingPolicy: .unbounded)
         let delegate = StreamDelegate(continuation)
         let watcher = try make(
-            path: path, options: options, delegate: delegate, queue: nil,
+            path: path, options: options, delegate: delegate, queue: nil, loop: loop,
             backlog: Backlog(limit: bufferLimit, isStrict: true, acknowledgesLater: true))
         let subscription = watcher.currentSubscription
         // Holds the watcher and its (weakly held) delegate until the sequence ends: finished,

@@ -35,6 +35,16 @@ extension DirectoryWatcher {
         try make(path: path, options: options, watchesFile: true, delegate: delegate, queue: queue, loop: loop)
     }
 
+    /// The sequence of the changes of `path` watched on `loop`, as
+    /// ``changes(path:options:bufferLimit:)`` watches it on the process's shared loop.
+    @_spi(DirectoryWatcherTesting)
+    public static func changes(
+        path: String, options: Options = Options(), bufferLimit: Int = DirectoryChanges.defaultBufferLimit,
+        on loop: EventLoop
+    ) throws(DirectoryWatcherError) -> DirectoryChanges {
+        try changes(path: path, options: options, bufferLimit: bufferLimit, loop: loop)
+    }
+
     /// Calls `observer` with each batch this watcher delivers, where and when it delivers it,
     /// just before its delegate's ``DirectoryWatcherDelegate/directoryWatcher(_:didObserve:)``;
     /// until ``removeDeliveryObserver(_:)``. Returns the number to remove it by.

@@ -190,6 +190,18 @@ public final class SimulatedFileSystem: Sendable {
         keep(try DirectoryWatcher.watchFile(path: path, options: options, delegate: delegate, queue: queue, on: loop))
     }
 
+    /// The changes of the directory at `path` of this file system, one at a time, as
+    /// `DirectoryWatcher.changes(path:options:bufferLimit:)` gives those of one on disk: each
+    /// change made here is the sequence's next element once the loop has read it.
+    /// ``waitUntilDelivered()`` does not cover the sequence; its consumer waits for its next
+    /// element.
+    public func changes(
+        path: String, options: DirectoryWatcher.Options = DirectoryWatcher.Options(),
+        bufferLimit: Int = DirectoryChanges.defaultBufferLimit
+    ) throws(DirectoryWatcherError) -> DirectoryChanges {
+        try DirectoryWatcher.changes(path: path, options: options, bufferLimit: bufferLimit, on: loop)
+    }
+
     /// Returns once every change made so far has been delivered to every watcher made here: each
     /// watcher's `DirectoryWatcher/barrier()`.
     ///
