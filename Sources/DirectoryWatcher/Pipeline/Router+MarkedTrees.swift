@@ -158,7 +158,13 @@ extension Router {
 
         guard let directoryHandle = event.directory, let wd = descriptor(resolving: directoryHandle) else { return }
         if event.isAboutDirectoryItself {
-            for mask in MarkEvent.directoryEvents(event.mask) { handle(BackendEvent(wd: wd, mask: mask)) }
+            for mask in MarkEvent.directoryEvents(event.mask) {
+                // Through inotify, the parent's watch reports what happens to a directory by its
+                // name, before the directory's own watch does; fanotify has only the directory's
+                // record, so the parent's is made from it (its end is a record of the parent's).
+                if mask & EventMask.lifecycle == 0, let named = namedInParent(wd, mask: mask) { handle(named) }
+                handle(BackendEvent(wd: wd, mask: mask))
+            }
             return
         }
         // Only what a tree asked for, or must follow: a mark shared by trees that asked for more
@@ -177,6 +183,16 @@ extension Router {
             handle(event.backendEvent(wd: wd, mask: mask))
             marked.creatingDirectory = nil
         }
+    }
+
+    /// The event `mask` of the tree directory numbered `wd`, as its parent's watch would report
+    /// it by name; nil for a tree's root (no parent in the tree) or a directory no tree holds.
+    private func namedInParent(_ wd: Int32, mask: UInt32) -> BackendEvent? {
+        for watch in table.watches(wd) {
+            guard let node = watch.node, let parent = node.parent else { continue }
+            return BackendEvent(wd: parent.wd, mask: mask, name: node.name)
+        }
+        return nil
     }
 
     /// A rename, with both its names in one record: a paired move when both directories are in a
