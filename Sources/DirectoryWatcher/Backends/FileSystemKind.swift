@@ -77,27 +77,33 @@ struct FileSystemKind: Equatable, Sendable {
     }
 }
 
-/// Reads `/proc/self/mountinfo` (proc(5)): which mount a path is on, and its type.
+/// Reads `/proc/self/mountinfo` (proc(5)): which mount a path is on, and its type. The table is
+/// read as bytes, as the kernel writes it: a mount point is a path, which need not be UTF-8.
 enum MountTable {
     /// The type of the mount that holds `path` (absolute, without symbolic links to resolve):
-    /// the mount whose mount point is the longest prefix of it. `mountinfo` is the file's text.
-    static func type(of path: FileSystemPath, in mountinfo: String) -> String? {
+    /// the mount whose mount point is the longest prefix of it. `mountinfo` is the file's bytes.
+    static func type(of path: FileSystemPath, in mountinfo: [UInt8]) -> String? {
         var best: (length: Int, type: String)?
         let target = path.bytes
-        for line in mountinfo.split(separator: "\n") {
+        for line in mountinfo.split(separator: newline) {
             // ID parentID major:minor root mountPoint options [optional fields] - type source super
-            let fields = line.split(separator: " ", omittingEmptySubsequences: false)
-            guard fields.count > 7, let separator = fields.firstIndex(of: "-"), separator + 1 < fields.count else {
-                continue
-            }
+            let fields = line.split(separator: space, omittingEmptySubsequences: false)
+            guard fields.count > 7, let separator = fields.firstIndex(of: [UInt8(ascii: "-")][...]),
+                separator + 1 < fields.count
+            else { continue }
             // A bare "fuse" is a program that named no subtype (bindfs): its source field is
             // whatever it passed, often a path, so the type stays "fuse", unknown.
-            let type = String(fields[separator + 1])
-            let mountPoint = Array(unescape(fields[4]).utf8)
+            let type = String(decoding: unescape(fields[separator + 1]), as: UTF8.self)
+            let mountPoint = unescape(fields[4])
             guard isPrefix(mountPoint, of: target), mountPoint.count >= (best?.length ?? -1) else { continue }
             best = (mountPoint.count, type)
         }
         return best?.type
+    }
+
+    /// ``type(of:in:)-([UInt8])`` of a table given as text (tests).
+    static func type(of path: FileSystemPath, in mountinfo: String) -> String? {
+        type(of: path, in: Array(mountinfo.utf8))
     }
 
     /// One line of the table: a mount's id (unique while it is mounted) and where it is mounted.
@@ -108,14 +114,19 @@ enum MountTable {
 
     /// Every mount of the table, in its order (a mount stacked on another's mount point comes
     /// after it).
-    static func mounts(in mountinfo: String) -> [Mount] {
+    static func mounts(in mountinfo: [UInt8]) -> [Mount] {
         var found: [Mount] = []
-        for line in mountinfo.split(separator: "\n") {
-            let fields = line.split(separator: " ", omittingEmptySubsequences: false)
-            guard fields.count > 7, let id = Int(fields[0]) else { continue }
-            found.append(Mount(id: id, mountPoint: FileSystemPath(bytes: Array(unescape(fields[4]).utf8))))
+        for line in mountinfo.split(separator: newline) {
+            let fields = line.split(separator: space, omittingEmptySubsequences: false)
+            guard fields.count > 7, let id = Int(String(decoding: fields[0], as: UTF8.self)) else { continue }
+            found.append(Mount(id: id, mountPoint: FileSystemPath(bytes: unescape(fields[4]))))
         }
         return found
+    }
+
+    /// ``mounts(in:)-([UInt8])`` of a table given as text (tests).
+    static func mounts(in mountinfo: String) -> [Mount] {
+        mounts(in: Array(mountinfo.utf8))
     }
 
     /// The mount that holds `path`: the one whose mount point is the longest prefix of it, the
@@ -135,23 +146,37 @@ enum MountTable {
         return path.count == prefix.count || path[prefix.count] == UInt8(ascii: "/")
     }
 
-    /// mountinfo writes space, tab, newline and backslash as three octal digits (`\040`).
-    private static func unescape(_ field: Substring) -> String {
+    private static let newline = UInt8(ascii: "\n")
+    private static let space = UInt8(ascii: " ")
+
+    /// mountinfo writes space, tab, newline and backslash as a backslash and three octal digits
+    /// (`\040`); every other byte, UTF-8 or not, as it is.
+    static func unescape(_ field: ArraySlice<UInt8>) -> [UInt8] {
         var bytes: [UInt8] = []
-        let utf8 = Array(field.utf8)
-        var index = 0
-        while index < utf8.count {
-            if utf8[index] == UInt8(ascii: "\\"), index + 3 < utf8.count,
-                let value = UInt8(String(decoding: utf8[(index + 1)...(index + 3)], as: UTF8.self), radix: 8)
+        bytes.reserveCapacity(field.count)
+        var index = field.startIndex
+        while index < field.endIndex {
+            if field[index] == UInt8(ascii: "\\"), index + 3 < field.endIndex,
+                let value = octal(field[(index + 1)...(index + 3)])
             {
                 bytes.append(value)
                 index += 4
             } else {
-                bytes.append(utf8[index])
+                bytes.append(field[index])
                 index += 1
             }
         }
-        return String(decoding: bytes, as: UTF8.self)
+        return bytes
+    }
+
+    /// Three octal digits' value, when they are three octal digits of a byte.
+    private static func octal(_ digits: ArraySlice<UInt8>) -> UInt8? {
+        var value = 0
+        for digit in digits {
+            guard digit >= UInt8(ascii: "0"), digit <= UInt8(ascii: "7") else { return nil }
+            value = value * 8 + Int(digit - UInt8(ascii: "0"))
+        }
+        return value <= 255 ? UInt8(value) : nil
     }
 }
 
@@ -160,7 +185,7 @@ extension FileSystemKind {
     static func of(_ path: FileSystemPath, system: System) throws(SyscallError) -> FileSystemKind {
         let magic = try system.fileSystemType(path)
         return of(magic: magic) {
-            system.readProcFile("/proc/self/mountinfo").flatMap { MountTable.type(of: path, in: $0) }
+            system.readProcBytes("/proc/self/mountinfo").flatMap { MountTable.type(of: path, in: $0) }
         }
     }
 }

@@ -24,7 +24,7 @@ extension Router {
     /// The mount table now, read whole; while it is polled, what changed since the last reading
     /// is handled first (so that a tree starting now starts from the table it reads).
     func mountTableNow() -> [MountTable.Mount] {
-        let read = MountTable.mounts(in: table.system.readProcFile("/proc/self/mountinfo") ?? "")
+        let read = MountTable.mounts(in: table.system.readProcBytes("/proc/self/mountinfo") ?? [])
         if let last = mountFollowing.table, last != read {
             mountFollowing.table = read
             mountsChanged(from: last, to: read)

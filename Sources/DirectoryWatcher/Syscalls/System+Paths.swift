@@ -225,6 +225,12 @@ extension System {
 
     /// A small file of `/proc` read whole (`mountinfo`), as text; nil when it cannot be read.
     func readProcFile(_ path: String) -> String? {
+        readProcBytes(path).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// A `/proc` file's bytes, as ``readProcFile(_:)`` reads them, with no decoding (a mount
+    /// point need not be UTF-8); nil when it cannot be opened.
+    func readProcBytes(_ path: String) -> [UInt8]? {
         guard
             let fd = try? FileSystemPath(path).withCString({ pointer throws(SyscallError) in
                 try retrying("open") { calls.openFile(pointer) }
@@ -239,6 +245,6 @@ extension System {
             guard count > 0 else { break }
             contents += chunk[..<count]
         }
-        return String(decoding: contents, as: UTF8.self)
+        return contents
     }
 }

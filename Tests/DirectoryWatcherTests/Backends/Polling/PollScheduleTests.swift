@@ -38,4 +38,20 @@ final class PollScheduleTests: XCTestCase {
         XCTAssertEqual(MountTable.type(of: FileSystemPath("/mnt/plain"), in: table), "fuse", "no subtype: unknown")
         XCTAssertEqual(MountTable.type(of: FileSystemPath("/home"), in: table), "ext4")
     }
+
+    /// A mount point is a path's bytes: one that is not UTF-8, with an escaped space and a
+    /// backslash, is found as it is on disk (a decoded table would have replaced its byte).
+    func testAMountPointThatIsNotUTF8IsReadAsItsBytes() {
+        let point: [UInt8] = Array("/mnt/caf".utf8) + [0xE9] + Array(" x\\y".utf8)
+        let table: [UInt8] =
+            Array("22 1 8:1 / / rw - ext4 /dev/sda1 rw\n40 22 0:50 / /mnt/caf".utf8) + [0xE9]
+            + Array("\\040x\\134y rw - nfs4 server:/e rw\n".utf8)
+        XCTAssertEqual(MountTable.type(of: FileSystemPath(bytes: point + Array("/a".utf8)), in: table), "nfs4")
+        XCTAssertEqual(
+            MountTable.type(of: FileSystemPath(bytes: Array("/mnt/caf".utf8) + [0xC3, 0xA9]), in: table), "ext4")
+        XCTAssertEqual(
+            MountTable.mounts(in: table).map(\.mountPoint), [FileSystemPath("/"), FileSystemPath(bytes: point)])
+        XCTAssertEqual(MountTable.unescape(Array("a\\04".utf8)[...]), Array("a\\04".utf8), "cut short: as it is")
+        XCTAssertEqual(MountTable.unescape(Array("\\999".utf8)[...]), Array("\\999".utf8), "no octal digits: as it is")
+    }
 }
