@@ -47,6 +47,17 @@ final class SimulatedFileSystemTests: XCTestCase {
         watcher.invalidate()
     }
 
+    func testAnOnDiskOverflowOfASimulatedWatcherSaysWhatToUseInstead() throws {
+        let watcher = try files.watchFolder(path: "/inbox") { _ in }
+        defer { watcher.invalidate() }
+        var ran = false
+        XCTAssertThrowsError(try watcher.overflowQueue { ran = true }) { error in
+            XCTAssertEqual((error as? DirectoryWatcherError)?.code, .invalidOption)
+            XCTAssertTrue("\(error)".contains("SimulatedFileSystem.losingEvents"), "\(error)")
+        }
+        XCTAssertFalse(ran)
+    }
+
     func testRemovingTheWatchedFolderEndsTheWatch() async throws {
         let watcher = try files.watchFolder(path: "/inbox") { _ in }
         let changes = await watcher.changes { files.remove("/inbox") }

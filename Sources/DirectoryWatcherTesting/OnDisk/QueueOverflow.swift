@@ -14,11 +14,17 @@ extension DirectoryWatcher {
     /// the rescan's findings. Takes a fraction of a second at the kernel's default size.
     ///
     /// - Throws: The fixture's or the scratch watcher's error; `DirectoryWatcherError` with
-    ///   `DirectoryWatcherError/Code/invalidated` when this watcher does not watch now. A
-    ///   simulated watcher has ``SimulatedFileSystem/losingEvents(_:)`` instead.
+    ///   `invalidated` when this watcher does not watch now, or `invalidOption` for a simulated
+    ///   watcher, which has ``SimulatedFileSystem/losingEvents(_:)`` instead.
     public func overflowQueue(then changes: () throws -> Void) throws {
         guard let loop = eventLoop else {
             throw DirectoryWatcherError(code: .invalidated, path: path, detail: "the watcher is not watching")
+        }
+        guard !SimulatedFileSystem.isSimulated(loop) else {
+            throw DirectoryWatcherError(
+                code: .invalidOption, path: path,
+                detail:
+                    "the watcher is a simulated file system's: overflow it with SimulatedFileSystem.losingEvents(_:)")
         }
         let scratch = try TemporaryDirectory(prefix: "DirectoryWatcherTesting-overflow")
         let filling = try DirectoryWatcher.watchFolder(path: scratch.path, on: loop) { _ in }

@@ -45,6 +45,7 @@ public final class SimulatedFileSystem: Sendable {
         let clock = clock
         do {
             loop = try EventLoop(calls: kernel.calls(over: .live.sleepingUntilWoken), clock: { clock.now })
+            _ = Self.loops.withLock { $0.insert(ObjectIdentifier(loop)) }
         } catch {
             // Only epoll, an eventfd or a thread can fail here, which no test can do without.
             fatalError("the simulation's event loop could not start: \(error)")
@@ -52,7 +53,17 @@ public final class SimulatedFileSystem: Sendable {
     }
 
     deinit {
+        _ = Self.loops.withLock { $0.remove(ObjectIdentifier(loop)) }
         loop.shutdown()
+    }
+
+    /// The loops of the simulations alive now, so that an on-disk helper given a simulated
+    /// watcher can say so rather than fail on a path the simulation does not hold.
+    private static let loops = Mutex<Set<ObjectIdentifier>>([])
+
+    /// Whether `loop` is a simulation's.
+    static func isSimulated(_ loop: EventLoop) -> Bool {
+        loops.withLock { $0.contains(ObjectIdentifier(loop)) }
     }
 
     // MARK: - Changes
