@@ -53,17 +53,16 @@ public final class TemporaryDirectory: Sendable {
         let fd = open(target, O_WRONLY | O_CREAT | O_CLOEXEC | flags, 0o644)
         guard fd >= 0 else { throw TemporaryDirectoryError(path: target, action: "could not be opened", errno: errno) }
         defer { close(fd) }
-        var bytes = Array(contents.utf8)
+        let bytes = Array(contents.utf8)
         var done = 0
         while done < bytes.count {
-            let count = bytes.withUnsafeMutableBytes { Glibc.write(fd, $0.baseAddress! + done, $0.count - done) }
+            let count = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + done, $0.count - done) }
             if count < 0 {
                 if errno == EINTR { continue }
                 throw TemporaryDirectoryError(path: target, action: "could not be written", errno: errno)
             }
             done += count
         }
-        bytes = []
     }
 
     /// Adds `contents` at the end of a file (made if missing) and closes it: one write, so the

@@ -274,8 +274,7 @@ final class SimulatedKernel: @unchecked Sendable {
     func take(upTo limit: Int = .max) -> [Event] {
         lock.withLock {
             let taken = Array(events.prefix(limit))
-            events.removeFirst(taken.count)
-            if events.count < capacity { overflowQueued = false }
+            removeRead(taken.count)
             return taken
         }
     }
@@ -377,7 +376,7 @@ final class SimulatedKernel: @unchecked Sendable {
         calls.read = { [self] fd, buffer, count in
             let answer = lock.withLock { () -> Int? in
                 guard fd == inotifyFD, fd >= 0 else { return nil }
-                return readEvents(into: buffer, count: count, base: base)
+                return readEvents(into: buffer, count: count)
             }
             return answer ?? base.read(fd, buffer, count)
         }
@@ -460,7 +459,7 @@ final class SimulatedKernel: @unchecked Sendable {
 
     /// `read` of the inotify descriptor: as many whole records as fit, `EAGAIN` when none is
     /// queued, `EINVAL` when the first does not fit.
-    private func readEvents(into buffer: UnsafeMutableRawPointer, count: Int, base: SystemCalls) -> Int {
+    private func readEvents(into buffer: UnsafeMutableRawPointer, count: Int) -> Int {
         if readsHeld || events.isEmpty {
             unsignal()
             return fail(EAGAIN)
@@ -485,13 +484,20 @@ final class SimulatedKernel: @unchecked Sendable {
             written += size
             taken += 1
         }
-        events.removeFirst(taken)
+        removeRead(taken)
+        return written
+    }
+
+    /// Takes the first `count` events off the queue, as a read does: the queue has room again
+    /// (an overflow may be queued anew), and once it is empty the descriptor is not readable and
+    /// ``waitUntilRead()`` returns.
+    private func removeRead(_ count: Int) {
+        events.removeFirst(count)
         if events.count < capacity { overflowQueued = false }
         if events.isEmpty {
             unsignal()
             lock.broadcast()
         }
-        return written
     }
 
     @discardableResult
