@@ -213,6 +213,15 @@ final class LoopThreads: @unchecked Sendable {
         joined.open()
     }
 
+    /// For tests: the process's running loop threads and this loop's deposed ones, in one
+    /// moment. Under `lock` no thread joins the registry and no role changes; a thread may leave
+    /// the registry (it finishes), which only lowers the first count.
+    func census() -> (running: Int, deposed: Int) {
+        lock.withLock {
+            (Self.running.count, members.values.count(where: { $0.role == .deposed }))
+        }
+    }
+
     /// Whether ``joinAll()`` has returned.
     var isJoined: Bool { joined.isOpened }
 

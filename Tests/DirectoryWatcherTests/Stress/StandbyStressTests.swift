@@ -16,8 +16,8 @@ final class StandbyStressTests: StandbyTests {
     }
 
     /// A thousand delegates.
-    override func testManySlowDelegatesAddAtMostFourThreads() throws {
-        try super.testManySlowDelegatesAddAtMostFourThreads()
+    override func testManySlowDelegatesShareTwoThreadsPlusOnePerStalledCallback() throws {
+        try super.testManySlowDelegatesShareTwoThreadsPlusOnePerStalledCallback()
     }
 
     /// The real backlog limit.
