@@ -40,6 +40,10 @@ public struct Options: Equatable, Sendable {
     /// With ``exec``: seconds between the SIGTERM that stops a run and the SIGKILL that follows
     /// when it has not ended (`--grace`).
     public var grace = 5.0
+    /// `--state`: the state file; nil keeps none.
+    public var state: String?
+    /// `--state-interval`: seconds between saves of ``state``.
+    public var stateInterval = 60.0
 
     public init() {}
 }
@@ -69,6 +73,7 @@ public func parseArguments(_ arguments: [String]) throws(UsageError) -> Invocati
     var events: DirectoryWatcher.Events?
     // The options that only mean something with --exec, as given, to refuse them without it.
     var execOnly: [String] = []
+    var stateIntervalGiven = false
 
     func value(for option: String) throws(UsageError) -> String {
         guard index + 1 < arguments.count else { throw UsageError("\(option) needs a value") }
@@ -167,6 +172,19 @@ public func parseArguments(_ arguments: [String]) throws(UsageError) -> Invocati
                     "\(name) takes a number of seconds above 0 and at most \(Int(maximumSeconds)), not '\(text)'")
             }
             if option.id == .settle { options.settle = seconds } else { options.settleMax = seconds }
+        case .state:
+            let text = try optionValue()
+            guard !text.isEmpty else { throw UsageError("--state needs a file") }
+            options.state = text
+        case .stateInterval:
+            let text = try optionValue()
+            guard let seconds = Double(text), seconds.isFinite, seconds > 0, seconds <= maximumSeconds else {
+                throw UsageError(
+                    "--state-interval takes a number of seconds above 0 and at most \(Int(maximumSeconds)), not '\(text)'"
+                )
+            }
+            options.stateInterval = seconds
+            stateIntervalGiven = true
         case .exec:
             let command = Array(arguments[(index + 1)...])
             guard let program = command.first, !program.isEmpty else { throw UsageError("--exec needs a command") }
@@ -180,6 +198,10 @@ public func parseArguments(_ arguments: [String]) throws(UsageError) -> Invocati
         throw UsageError("an empty path is not a directory; use . for the current one")
     }
     if let option = execOnly.first, options.exec == nil { throw UsageError("\(option) goes with --exec") }
+    if stateIntervalGiven && options.state == nil { throw UsageError("--state-interval goes with --state") }
+    if options.state != nil && options.paths.count + options.files.count != 1 {
+        throw UsageError("--state keeps the state of one PATH; run one dirwatch per directory")
+    }
     if let maximum = options.settleMax {
         guard let settle = options.settle else { throw UsageError("--settle-max goes with --settle") }
         guard maximum >= settle else {

@@ -25,13 +25,15 @@ public enum ChangeFormat {
         Escaping.text(change.path, into: &output)
         if change.isDirectory && !isRoot(change.path) { output.append(UInt8(ascii: "/")) }
         if change.foundByRescan { output.append("  (rescan)") }
+        if change.whileStopped { output.append("  (while stopped)") }
         if let error = change.error { output += "  (\(error.reason))".utf8 }
         output.append(UInt8(ascii: "\n"))
     }
 
-    /// `{"kind":…,"path":…,"isDirectory":…[,"oldPath":…][,"foundByRescan":true][,"error":…]}` and
-    /// a newline (`foundByRescan` for a change found by listing the directory again after an
-    /// `overflow`; `error`, the cause, on a `failed` directory). Every line is valid JSON;
+    /// `{"kind":…,"path":…,"isDirectory":…[,"oldPath":…][,"foundByRescan":true][,"whileStopped":true][,"error":…]}`
+    /// and a newline (`foundByRescan` for a change found by listing the directory again after an
+    /// `overflow`; `whileStopped` for one made while dirwatch was not running, found from
+    /// `--state`; `error`, the cause, on a `failed` directory). Every line is valid JSON;
     /// a path that is not UTF-8 also comes as `pathBytes` / `oldPathBytes` in base64.
     public static func json(_ change: DirectoryChange, into output: inout [UInt8]) {
         output.append(#"{"kind":""#)
@@ -44,6 +46,7 @@ public enum ChangeFormat {
             Escaping.jsonPath(key: "oldPath", oldPath, into: &output)
         }
         if change.foundByRescan { output.append(#","foundByRescan":true"#) }
+        if change.whileStopped { output.append(#","whileStopped":true"#) }
         if let error = change.error {
             output.append(#","error":"#)
             Escaping.jsonString(error.reason, into: &output)

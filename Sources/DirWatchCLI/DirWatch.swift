@@ -109,7 +109,10 @@ private final class Session: DirectoryWatcherDelegate, @unchecked Sendable {
             events: options.events, delivery: .eventLoopThread, recursive: options.recursive,
             excludes: options.excludes, settling: settling,
             backend: options.poll == nil ? options.backend ?? .automatic : .polling,
-            pollingInterval: .seconds(options.poll ?? 1))
+            pollingInterval: .seconds(options.poll ?? 1),
+            savedState: options.state.map {
+                DirectoryWatcher.SavedState(path: $0, interval: .milliseconds(Int(options.stateInterval * 1000)))
+            })
         // A file given as a PATH is watched as --file watches it, as inotifywait takes files too.
         let targets = options.paths.map { ($0, isRegularFile($0)) } + options.files.map { ($0, true) }
         var seen = Set<WatchKey>()
@@ -183,6 +186,16 @@ private final class Session: DirectoryWatcherDelegate, @unchecked Sendable {
     /// running command, exits with status 0 (4 when the command had to be killed). Another
     /// signal while the command is being stopped kills it at once.
     func interrupted() {
+        // Saved before printing stops: what is printed until then is in the state, or comes again.
+        if !state.withLock({ $0.stopping }) {
+            for watcher in watchers where options.state != nil {
+                do throws(DirectoryWatcherError) {
+                    try watcher.saveState()
+                } catch {
+                    writeError("dirwatch: \(error)\n")
+                }
+            }
+        }
         finish(status: DirWatch.ExitCode.success)
     }
 

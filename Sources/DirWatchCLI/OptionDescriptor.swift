@@ -9,7 +9,7 @@ public struct OptionDescriptor: Equatable, Sendable {
     /// Which option this is: what the parser does with it.
     public enum ID: CaseIterable, Equatable, Hashable, Sendable {
         case file, event, json, exclude, once, exec, postpone, debounce, restart, grace, recursive, backend, poll
-        case settle, settleMax, help, version
+        case settle, settleMax, state, stateInterval, help, version
     }
 
     /// What follows the option on the command line.
@@ -166,6 +166,16 @@ public struct OptionDescriptor: Equatable, Sendable {
             .settleMax, long: ["settle-max"], value: .required(placeholder: "SECONDS"),
             help: "with --settle: print a batch at the latest SECONDS after its first change, however busy the "
                 + "directory (default: 10, or four times --settle when that is longer)"),
+        OptionDescriptor(
+            .state, long: ["state"], value: .required(placeholder: "FILE"),
+            help: "keep what has been printed in FILE: started again with it, dirwatch first prints what changed "
+                + "while it was not running (each marked while stopped; in JSON \"whileStopped\":true), then live "
+                + "changes, none missing or repeated between the two. FILE is saved at exit (SIGINT, SIGTERM) and "
+                + "every --state-interval; after a crash, what changed since the last save is printed again. One "
+                + "PATH only"),
+        OptionDescriptor(
+            .stateInterval, long: ["state-interval"], value: .required(placeholder: "SECONDS"),
+            help: "with --state: save FILE every SECONDS (default 60)"),
         OptionDescriptor(.help, short: "h", long: ["help"], help: "show this help"),
         OptionDescriptor(.version, short: "V", long: ["version"], help: "show the version"),
     ]

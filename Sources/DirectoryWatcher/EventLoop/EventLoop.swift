@@ -266,6 +266,8 @@ public final class EventLoop: @unchecked Sendable {
             router.finishWakeUp(queueDrained: queueDrained && fanotifyDrained)
             ready.append(contentsOf: router.takeReady())
             guard deliverReady(started: now) else { return false }
+            // A save waits for its watcher's deliveries: those of this wake-up are done.
+            router.takeDueSaves()
         }
         tearDown()
         return true

@@ -29,14 +29,22 @@ extension DirectoryWatcher {
         }
         guard let start else { return false }
         let session: Session
-        do {
+        let savesFirst: Bool
+        do throws(DirectoryWatcherError) {
             session = try makeSession()
+            do throws(DirectoryWatcherError) {
+                savesFirst = try prepareStart(of: session.subscription)
+            } catch {
+                session.lease.release()
+                throw error
+            }
         } catch {
             lock.withLock { if state == .starting(start) { state = .stopped } }
             throw error
         }
         do {
             guard try subscribe(session, start: start) else { return false }
+            try finishStart(session, savesFirst: savesFirst)
         } catch {
             let ours = lock.withLock { () -> Bool in
                 guard self.session === session else { return false }
@@ -90,6 +98,12 @@ extension DirectoryWatcher {
         }
         let backend = chooseBackend(for: root, on: lease.loop)
         let polls = backend.kind == .polling
+        if polls && stateStore != nil {
+            lease.release()
+            throw DirectoryWatcherError(
+                code: .invalidOption, path: FileSystemPath(givenPath),
+                detail: "a saved state is not kept by a polled watcher yet, and \(backend.reason)")
+        }
         let settler = options.settling.map {
             Settler(
                 quietPeriod: $0.quietPeriod.nanoseconds, maximumWait: $0.maximumWait.nanoseconds,
@@ -99,7 +113,8 @@ extension DirectoryWatcher {
         let subscription = Subscription(
             root: root, mask: options.events.eventMask, entry: entry, target: target,
             keepsSnapshot: options.recovery == .exact, recursive: options.recursive && !watchesFile,
-            exclusions: Exclusions(options.excludes), followsLinks: options.followsSymbolicLinks, settler: settler,
+            exclusions: Exclusions(options.excludes + stateExclusions(below: root)),
+            followsLinks: options.followsSymbolicLinks, settler: settler,
             limit: backlog.limit, strictLimit: backlog.isStrict, acknowledgesLater: backlog.acknowledgesLater,
             pollingInterval: polls ? options.pollingInterval.nanoseconds : nil,
             marking: backend.kind != .fanotify ? .no : options.backend == .fanotify ? .required : .preferred)
@@ -176,7 +191,10 @@ extension DirectoryWatcher {
             defer { session = nil }
             return (session, wasWatching)
         }
-        if let ending { end(ending, waiting: waiting) }
+        if let ending {
+            if waiting { saveBeforeEnding(ending) }
+            end(ending, waiting: waiting)
+        }
         return wasWatching
     }
 

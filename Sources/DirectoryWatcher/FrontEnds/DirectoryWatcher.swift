@@ -47,6 +47,8 @@ public final class DirectoryWatcher: @unchecked Sendable {
 
     /// The path as the caller gave it, for errors.
     let givenPath: String
+    /// The state file, with ``Options/savedState``.
+    let stateStore: StateStore?
     /// Watches one file by name (`watchFile`) rather than a directory.
     let watchesFile: Bool
     /// Where callbacks run, the same for every start, so that a callback of an earlier start
@@ -71,6 +73,8 @@ public final class DirectoryWatcher: @unchecked Sendable {
         /// Settled once the subscribe returns (a tree that preferred fanotify and could not have
         /// it says inotify, and why); under the watcher's lock.
         var backend: BackendChoice
+        /// Saves the state every ``SavedState/interval``; under the watcher's lock.
+        var stateTimer: DispatchSourceTimer?
 
         init(subscription: Subscription, lease: LoopLease, backend: BackendChoice) {
             self.subscription = subscription
@@ -162,6 +166,7 @@ public final class DirectoryWatcher: @unchecked Sendable {
                 detail: "a queue and Delivery.eventLoopThread exclude each other: pass no queue, or another delivery")
         }
         let absolute = try PathResolution(system: loop?.system ?? System()).absolute(path)
+        stateStore = try Self.stateStore(for: options, given: path, system: loop?.system ?? System())
         let label = "DirectoryWatcher \(absolute)"
         switch (options.delivery, queue) {
         case (.automatic, let queue?), (.queue, let queue?):

@@ -65,11 +65,19 @@ extension DirectoryWatcher {
         /// quiet poll doubles the wait again, up to this. More than zero.
         public var pollingInterval: Duration
 
+        /// A file that keeps what the watcher has been told, so that a watcher started again
+        /// (after a restart, a crash, a reboot) first reports exactly what changed while nothing
+        /// watched, then goes on live; nil unless told otherwise. See ``SavedState`` and
+        /// <doc:SavedState>.
+        public var savedState: SavedState?
+
         public init(
             events: Events = .default, delivery: Delivery = .automatic, recovery: Recovery = .exact,
             recursive: Bool = false, excludes: [String] = [], followsSymbolicLinks: Bool = false,
-            settling: Settling? = nil, backend: Backend = .automatic, pollingInterval: Duration = .seconds(1)
+            settling: Settling? = nil, backend: Backend = .automatic, pollingInterval: Duration = .seconds(1),
+            savedState: SavedState? = nil
         ) {
+            self.savedState = savedState
             self.backend = backend
             self.pollingInterval = pollingInterval
             self.settling = settling
@@ -79,6 +87,63 @@ extension DirectoryWatcher {
             self.recursive = recursive
             self.excludes = excludes
             self.followsSymbolicLinks = followsSymbolicLinks
+        }
+    }
+
+    /// A saved state: what a watcher has been told of its directories, kept in a file so that the
+    /// next watcher of the same directory (in this process or the next) starts from it.
+    ///
+    /// ```swift
+    /// let state = DirectoryWatcher.SavedState(path: "/var/lib/indexer/uploads.state")
+    /// let options = DirectoryWatcher.Options(recursive: true, savedState: state)
+    /// let watcher = try DirectoryWatcher.watchFolder(path: "/srv/uploads", options: options) { changes in
+    ///     for change in changes { index(change) }  // first, what changed since the last run
+    /// }
+    /// // After handling a batch, from anywhere: nothing handled so far is reported again.
+    /// try watcher.saveState()
+    /// ```
+    ///
+    /// A watcher started with a state file that exists first delivers one batch: what changed
+    /// since the state was saved (entries created, removed, renamed, followed by inode, and
+    /// written, by size and modification time to the nanosecond; in a tree, directories made with
+    /// their entries), each change marked ``DirectoryChange/whileStopped``; then live changes,
+    /// none missing and none repeated between the two. With no file there, it reports nothing of
+    /// the past and saves its first state at once, so that a crash right after the start loses
+    /// nothing either.
+    ///
+    /// The state is saved when ``DirectoryWatcher/saveState()`` is called, every ``interval``,
+    /// and when the watch stops; each save holds exactly the changes delivered so far, and is
+    /// written atomically (a new file, `fsync`, `rename`, the folder synced), so a crash leaves
+    /// the last save whole. After a crash, the next start reports everything since the last save:
+    /// some changes again, none missing.
+    public struct SavedState: Hashable, Sendable {
+        /// What a watcher does with a state file it cannot start from (not a state, another
+        /// version, truncated, corrupt, another directory's).
+        public enum WhenUnusable: Hashable, Sendable {
+            /// Starting throws ``DirectoryWatcherError/Code/savedStateUnusable``, naming the
+            /// file and the cause; the file is left as it is.
+            case refuse
+            /// The watcher starts as if from an empty state: one
+            /// ``DirectoryChange/Kind/failed`` notice naming the file and the cause, then every
+            /// entry as ``DirectoryChange/Kind/created`` (marked
+            /// ``DirectoryChange/whileStopped``); the file is replaced at the first save.
+            case startFresh
+        }
+
+        /// The state file, absolute or relative to the current directory when the watcher is
+        /// made. Its folder must exist. Inside the watched directory, the file (and the
+        /// temporary file each save writes beside it) is left out of what is reported.
+        public var path: String
+        /// ``WhenUnusable/refuse`` unless told otherwise.
+        public var whenUnusable: WhenUnusable
+        /// How often the state is saved while watching; nil, the default, saves only when asked
+        /// and when the watch stops. More than zero.
+        public var interval: Duration?
+
+        public init(path: String, whenUnusable: WhenUnusable = .refuse, interval: Duration? = nil) {
+            self.path = path
+            self.whenUnusable = whenUnusable
+            self.interval = interval
         }
     }
 

@@ -95,6 +95,11 @@ public struct DirectoryChange: Hashable, Sendable, CustomStringConvertible {
     /// directories with a fresh listing of the ones that had changed. Such changes come in one
     /// batch, the first after resuming. See <doc:StartingStoppingAndPausing>.
     public var whilePaused: Bool
+    /// True for a change made while nothing watched: found when a watcher started from a saved
+    /// state (``DirectoryWatcher/Options/savedState``) by comparing the state with a fresh
+    /// listing. Such changes come in one batch, the first after the watcher starts. See
+    /// <doc:SavedState>.
+    public var whileStopped: Bool
     /// For a ``Kind/failed`` change: why its directory could not be watched or listed
     /// (permission denied, out of descriptors, the watch limit), with the directory's path
     /// (``DirectoryWatcherError/path``). Nil for every other kind.
@@ -117,7 +122,7 @@ public struct DirectoryChange: Hashable, Sendable, CustomStringConvertible {
 
     public init(
         kind: Kind, path: FileSystemPath, oldPath: FileSystemPath? = nil, isDirectory: Bool,
-        foundByRescan: Bool = false, whilePaused: Bool = false,
+        foundByRescan: Bool = false, whilePaused: Bool = false, whileStopped: Bool = false,
         error: DirectoryWatcherError? = nil, droppedChanges: Int? = nil
     ) {
         self.kind = kind
@@ -126,6 +131,7 @@ public struct DirectoryChange: Hashable, Sendable, CustomStringConvertible {
         self.isDirectory = isDirectory
         self.foundByRescan = foundByRescan
         self.whilePaused = whilePaused
+        self.whileStopped = whileStopped
         setExtra(error: error, droppedChanges: droppedChanges)
     }
 
@@ -135,7 +141,9 @@ public struct DirectoryChange: Hashable, Sendable, CustomStringConvertible {
 
     public var description: String {
         let suffix = isDirectory ? "/" : ""
-        var origin = whilePaused ? " (while paused)" : foundByRescan ? " (found by rescan)" : ""
+        var origin =
+            whileStopped
+            ? " (while stopped)" : whilePaused ? " (while paused)" : foundByRescan ? " (found by rescan)" : ""
         if let droppedChanges { origin += " (\(droppedChanges) changes dropped)" }
         if let error { origin += ": \(error.reason)" }
         if let oldPath { return "\(kind.rawValue) \(oldPath)\(suffix) -> \(path)\(suffix)\(origin)" }

@@ -29,6 +29,8 @@ public struct DirectoryWatcherError: Error, Hashable, Sendable, CustomStringConv
             case invalidOption
             case invalidated
             case backendUnavailable
+            case savedStateUnusable
+            case savedStateNotWritten
             case other(Int32)
         }
 
@@ -75,6 +77,14 @@ public struct DirectoryWatcherError: Error, Hashable, Sendable, CustomStringConv
         /// fanotify without `CAP_SYS_ADMIN`, on a file system without file handles, or with a
         /// mount inside the tree. ``DirectoryWatcherError/detail`` says which.
         public static let backendUnavailable = Code(.backendUnavailable)
+        /// The saved state file (``DirectoryWatcher/Options/savedState``, named by
+        /// ``DirectoryWatcherError/path``) is there but cannot be started from: not a state,
+        /// another format version, truncated, corrupt, another directory's, or unreadable.
+        /// ``DirectoryWatcherError/detail`` says which. The file is left as it is.
+        public static let savedStateUnusable = Code(.savedStateUnusable)
+        /// The state could not be saved to its file (``DirectoryWatcherError/path``): its folder
+        /// is read-only or missing, the disk is full. The file as it was is left intact.
+        public static let savedStateNotWritten = Code(.savedStateNotWritten)
         /// Any other failure, with its `errno`.
         public static func other(errno: Int32) -> Code { Code(.other(errno)) }
 
@@ -112,7 +122,11 @@ public struct DirectoryWatcherError: Error, Hashable, Sendable, CustomStringConv
 
     /// What went wrong and what to do, naming the path.
     public var description: String {
-        "cannot watch \(quoted(path.description)): \(reason)"
+        switch code.value {
+        case .savedStateUnusable: return "cannot start from the saved state \(quoted(path.description)): \(reason)"
+        case .savedStateNotWritten: return "cannot save the state to \(quoted(path.description)): \(reason)"
+        default: return "cannot watch \(quoted(path.description)): \(reason)"
+        }
     }
 
     /// The cause in words, without the path: what ``description`` says after it.
@@ -146,6 +160,10 @@ public struct DirectoryWatcherError: Error, Hashable, Sendable, CustomStringConv
         case .outOfMemory: return "the kernel is out of memory"
         case .invalidOption: return "an option cannot be used"
         case .backendUnavailable: return "the backend asked for cannot watch it"
+        case .savedStateUnusable: return "the file cannot be used"
+        case .savedStateNotWritten where errno != nil:
+            return "\(function ?? "system call") failed: \(Self.describe(errno: errno!))"
+        case .savedStateNotWritten: return "the state could not be written"
         case .invalidated:
             return "the watcher was invalidated, which ends it for good; make a new one "
                 + "(stopMonitoring() stops a watcher that is to start again)"

@@ -113,7 +113,7 @@ extension Router {
         for subscription in due {
             guard let pause = subscription.loop.pause, pause.isDue else { continue }
             subscription.loop.pause = nil
-            schedule(subscription.handOverResumed(pause.owed + pause.found))
+            schedule(subscription.handOverResumed(pause.owed + Self.pairMoves(pause)))
             complete(barriers.take(.resume(ObjectIdentifier(subscription))))
             // Through collect, behind that batch: a directory gone ends the watch.
             if let failure = pause.failure { collect(failureNotice(failure, for: subscription), for: subscription) }
@@ -123,8 +123,12 @@ extension Router {
     /// What a listing found of what changed in one directory of a resuming watcher since it
     /// paused, as far as the watcher selected and covers it. Its tree is up to date already: the
     /// events kept it so while it was paused.
-    func found(_ differences: [Snapshot.Difference], by watch: WatchTable<Subscription>.Watch) {
+    func found(
+        _ differences: [Snapshot.Difference], by watch: WatchTable<Subscription>.Watch,
+        before: [[UInt8]: KnownDirectory.Known], after: Snapshot
+    ) {
         let subscription = watch.subscriber
+        let stopped = subscription.loop.pause?.standsForStop ?? false
         for difference in differences {
             guard ChangeTranslation.selects(watch.mask, difference.kind),
                 watch.covers(difference.name[...]) || (difference.oldName.map { watch.covers($0[...]) } ?? false)
@@ -132,11 +136,56 @@ extension Router {
             let change = DirectoryChange(
                 kind: difference.kind, path: watch.path(of: difference.name[...]),
                 oldPath: difference.oldName.map { watch.path(of: $0[...]) },
-                isDirectory: difference.isDirectory, whilePaused: true)
+                isDirectory: difference.isDirectory, whilePaused: !stopped, whileStopped: stopped)
             if let exclusions = subscription.exclusions, exclusions.excludes(change, under: subscription.root) {
                 continue
             }
             subscription.loop.pause?.found.append(change)
+            // Across restarts, a tree's entry moved from one of its directories to another is a
+            // removal here and a creation there: their inodes pair them (``pairMoves(_:)``).
+            guard stopped, subscription.recursive else { continue }
+            let index = subscription.loop.pause?.found.indices.last ?? 0
+            switch difference.kind {
+            case .removed:
+                if let known = before[difference.name], let inode = known.knownInode, inode != 0 {
+                    subscription.loop.pause?.foundMoves[index] = .removed(known)
+                }
+            case .created:
+                if let entry = after.entries[difference.name] {
+                    subscription.loop.pause?.foundMoves[index] = .created(entry)
+                }
+            default:
+                break
+            }
         }
+    }
+
+    /// The found changes of a tree restarted from a saved state, with each removal and creation
+    /// of one file (the same inode, and the same birth where it was known) made one rename, where
+    /// the creation was.
+    static func pairMoves(_ pause: Subscription.Pause) -> [DirectoryChange] {
+        guard !pause.foundMoves.isEmpty else { return pause.found }
+        var removedAt: [UInt64: [(index: Int, known: KnownDirectory.Known)]] = [:]
+        var createdAt: [UInt64: [(index: Int, entry: Snapshot.Entry)]] = [:]
+        for (index, side) in pause.foundMoves {
+            switch side {
+            case .removed(let known): removedAt[known.knownInode ?? 0, default: []].append((index, known))
+            case .created(let entry): createdAt[entry.inode, default: []].append((index, entry))
+            }
+        }
+        var changes = pause.found
+        var dropped = Set<Int>()
+        for (inode, removals) in removedAt {
+            guard removals.count == 1, let creations = createdAt[inode], creations.count == 1,
+                removals[0].known.isSameFile(as: creations[0].entry)
+            else { continue }
+            let removed = changes[removals[0].index]
+            let created = changes[creations[0].index]
+            changes[creations[0].index] = DirectoryChange(
+                kind: .renamed, path: created.path, oldPath: removed.path, isDirectory: created.isDirectory,
+                whileStopped: true)
+            dropped.insert(removals[0].index)
+        }
+        return changes.enumerated().filter { !dropped.contains($0.offset) }.map(\.element)
     }
 }

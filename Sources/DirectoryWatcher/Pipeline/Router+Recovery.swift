@@ -7,6 +7,8 @@ extension Router {
     /// queue is drained.
     func backlogDrained(_ subscription: Subscription) {
         assert(services.isOnLoopThread())
+        // (A save waits for the same: it may be due now.)
+        takeDueSaves()
         guard subscription.loop.catchUp != nil, !subscription.loop.isEnded,
             subscriptions[ObjectIdentifier(subscription)] === subscription
         else { return }
@@ -126,7 +128,8 @@ extension Router {
         }
         for watch in resuming {
             let baseline = watch.subscriber.loop.pause?.baseline[wd] ?? NameTable()
-            found(Snapshot.differences(from: baseline.dictionary(), to: current), by: watch)
+            let before = baseline.dictionary()
+            found(Snapshot.differences(from: before, to: current), by: watch, before: before, after: current)
         }
         directory.reset(to: current)
         return true

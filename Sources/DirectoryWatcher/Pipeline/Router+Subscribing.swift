@@ -56,6 +56,7 @@ extension Router {
         if subscription.marking != .no {
             do throws(SyscallError) {
                 try subscribeMarked(subscription)
+                startFromSavedState(subscription)
                 return .success(nil)
             } catch {
                 if subscription.marking == .required { return .failure(error) }
@@ -77,6 +78,8 @@ extension Router {
                 })
             subscription.loop.descriptors = [wd]
             admit(subscription)
+            // Paused from here on: what the watcher was told is its saved state.
+            defer { startFromSavedState(subscription) }
             // A tree is walked here, on the loop: each directory is watched before it is listed.
             if let tree = subscription.loop.tree {
                 followMounts(subscription, from: mountTableNow())
@@ -155,6 +158,8 @@ extension Router {
         timed.settling.removeAll { $0 === subscription }
         listings.resumes.removeAll { $0 === subscription }
         complete(barriers.take(allOf: ObjectIdentifier(subscription)))
+        // Its saves waiting are told it ended.
+        if listings.saves.contains(where: { $0.subscription === subscription }) { takeDueSaves() }
     }
 
     func end(_ subscription: Subscription) {

@@ -20,4 +20,7 @@ struct RouterListings {
     /// Directories just listed: their own open, read and close come back as events on them,
     /// which are the router's echo, not a watcher's change.
     var echoes: Set<Int32> = []
+    /// Saves of watchers' states, each waiting for its watcher to have nothing undelivered
+    /// (``Router/requestSave(of:_:)``).
+    var saves: [Router.SaveRequest] = []
 }

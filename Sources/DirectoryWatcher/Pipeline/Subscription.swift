@@ -56,6 +56,12 @@ final class Subscription: @unchecked Sendable {
     /// Whether a recursive watcher is to use fanotify (see ``Router/subscribeMarked(_:)``).
     let marking: MarkUse
     let gate = DeliveryGate()
+    /// What the watcher was told before it last stopped, when it starts from a saved state:
+    /// set before the subscription reaches the loop.
+    var savedState: SavedDirectories?
+    /// Why the state file could not be used, when the watcher starts from an empty state instead:
+    /// handed over first.
+    var savedStateNotice: DirectoryChange?
     /// Receives the batches. Set once, before the subscription reaches the loop.
     weak var receiver: (any ChangeReceiver)?
     /// Changes handed over and not yet delivered (any thread).
@@ -63,7 +69,16 @@ final class Subscription: @unchecked Sendable {
     /// Set when the backlog overflowed and the watcher is owed a catch-up: the delivery that
     /// empties the backlog then calls ``onBacklogDrained``.
     private let awaitsDrain = Atomic<Bool>(false)
-    /// Tells the loop that the backlog of a watcher owed a catch-up has been delivered. Set once,
+    /// Changes handed over and not yet delivered (or, for an async sequence, not yet consumed).
+    var undelivered: Int { backlog.load(ordering: .acquiring) }
+    /// Asks to be told (``onBacklogDrained``) once the backlog has been delivered: a save of the
+    /// watcher's state waits for it. False when it is empty already (nothing will tell).
+    func awaitDrain() -> Bool {
+        awaitsDrain.store(true, ordering: .sequentiallyConsistent)
+        guard backlog.load(ordering: .sequentiallyConsistent) == 0 else { return true }
+        return !awaitsDrain.exchange(false, ordering: .acquiringAndReleasing)
+    }
+    /// Tells the loop that the backlog of a watcher owed a catch-up (or a save) has been delivered. Set once,
     /// when the subscription reaches the loop (before any delivery).
     var onBacklogDrained: (@Sendable () -> Void)?
 
@@ -146,6 +161,18 @@ final class Subscription: @unchecked Sendable {
         var found: [DirectoryChange] = []
         /// The watcher's own directory could not be listed on resuming.
         var failure: SyscallError?
+        /// The pause stands for the time nothing watched: the watcher started from a saved
+        /// state (``Router/startFromSavedState(_:_:)``), and what the listings find is marked
+        /// ``DirectoryChange/whileStopped``.
+        var standsForStop = false
+        /// For such a tree: what was known of each removed entry among ``found``, and the status
+        /// of each created one, by index (a move between two directories is both).
+        var foundMoves: [Int: MoveSide] = [:]
+
+        enum MoveSide {
+            case removed(KnownDirectory.Known)
+            case created(Snapshot.Entry)
+        }
     }
 
     /// What a watcher whose backlog overflowed is owed.

@@ -102,3 +102,26 @@ extension EntryStatus {
     /// The permission bits (the mode without the type).
     var permissions: UInt32 { mode & 0o7777 }
 }
+
+extension EntryStatus {
+    /// The status from its stored fields, as ``storedTimes`` gives them (a saved state's).
+    init(
+        device: UInt64, inode: UInt64, size: Int64, modified: Time, changedNanoseconds: Int64,
+        bornNanoseconds: Int64, owner: UInt32, group: UInt32, mode: UInt16
+    ) {
+        self.device = device
+        self.inode = inode
+        self.size = size
+        self.modifiedSeconds = modified.seconds
+        self.modifiedNanoseconds = modified.nanoseconds
+        self.changedNanoseconds = changedNanoseconds
+        self.bornNanoseconds = bornNanoseconds
+        self.owner = owner
+        self.group = group
+        self.storedMode = mode
+    }
+
+    /// The change and birth times as stored: nanoseconds since 1970, the birth time `Int64.min`
+    /// where the file system keeps none.
+    var storedTimes: (changed: Int64, born: Int64) { (changedNanoseconds, bornNanoseconds) }
+}

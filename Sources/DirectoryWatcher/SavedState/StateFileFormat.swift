@@ -1,0 +1,303 @@
+/// The saved state's file format, version 1 (Docs: <doc:SavedState>).
+///
+/// ```
+/// "DWSTATE\n"                 8 bytes
+/// version                     u32, little-endian: 1
+/// root                        the watched directory's absolute path: varint length, bytes
+/// directory count             varint
+/// each directory:
+///   path below the root       varint length, bytes (empty for the root)
+///   inode                     u64 (0 for the root)
+///   entry count               varint
+///   each entry:
+///     tag                     u8: 0 a status read by statx, 1 what events said (no status)
+///     name                    varint length, bytes
+///     tag 0: device u64, inode u64, size varint, modified seconds i64 and nanoseconds u32,
+///            changed i64 and born i64 (nanoseconds since 1970; born i64.min: none),
+///            owner varint, group varint, mode varint
+///     tag 1: flags u8 (1 directory, 2 only its creation told, 4 inode read by a listing),
+///            since seconds i64 and nanoseconds u32, inode u64, born-by seconds i64 and
+///            nanoseconds u32
+/// checksum                    u32, little-endian: CRC-32C of every byte before it
+/// ```
+///
+/// Fixed-width fields are little-endian; a varint is LEB128 (7 bits a byte, low first). An entry
+/// takes its name and 40 to 55 bytes.
+enum StateFileFormat {
+    static let magic = Array("DWSTATE\n".utf8)
+    static let version: UInt32 = 1
+
+    /// Why a file is not a state this watcher can start from.
+    enum Problem: Error, Equatable, CustomStringConvertible {
+        case notAState
+        case version(UInt32)
+        case truncated
+        case checksum
+        case malformed(String)
+        case anotherDirectory(FileSystemPath)
+
+        var description: String {
+            switch self {
+            case .notAState: return "not a saved state (no DWSTATE header)"
+            case .version(let version):
+                return
+                    "a saved state of format version \(version); this library reads version \(StateFileFormat.version)"
+            case .truncated: return "the file is truncated"
+            case .checksum: return "the checksum does not match: the file is corrupt"
+            case .malformed(let what): return "the file is corrupt (\(what))"
+            case .anotherDirectory(let root): return "the state of another directory, \(root)"
+            }
+        }
+    }
+
+    // MARK: - Writing
+
+    static func encode(_ saved: SavedDirectories) -> [UInt8] {
+        var out: [UInt8] = []
+        var capacity = 64 + saved.root.bytes.count
+        for directory in saved.directories { capacity += 32 + directory.path.count + directory.entries.count * 64 }
+        out.reserveCapacity(capacity)
+        out += magic
+        put32(version, &out)
+        putBytes(saved.root.bytes[...], &out)
+        putVarint(UInt64(saved.directories.count), &out)
+        for directory in saved.directories {
+            putBytes(directory.path[...], &out)
+            put64(directory.inode, &out)
+            putVarint(UInt64(directory.entries.count), &out)
+            directory.entries.forEach { name, known in
+                switch known {
+                case .entry(let status):
+                    out.append(0)
+                    putBytes(name, &out)
+                    put64(status.device, &out)
+                    put64(status.inode, &out)
+                    putVarint(UInt64(bitPattern: status.size), &out)
+                    putTime(status.modified, &out)
+                    let times = status.storedTimes
+                    put64(UInt64(bitPattern: times.changed), &out)
+                    put64(UInt64(bitPattern: times.born), &out)
+                    putVarint(UInt64(status.owner), &out)
+                    putVarint(UInt64(status.group), &out)
+                    putVarint(UInt64(status.mode), &out)
+                case .unsure(let unsure):
+                    out.append(1)
+                    putBytes(name, &out)
+                    out.append(
+                        (unsure.isDirectory ? 1 : 0) | (unsure.createdOnly ? 2 : 0) | (unsure.isListed ? 4 : 0))
+                    putTime(unsure.since, &out)
+                    put64(unsure.inode, &out)
+                    putTime(unsure.bornBy, &out)
+                }
+            }
+        }
+        put32(CRC32C.checksum(out[...]), &out)
+        return out
+    }
+
+    private static func put32(_ value: UInt32, _ out: inout [UInt8]) {
+        withUnsafeBytes(of: value.littleEndian) { out.append(contentsOf: $0) }
+    }
+
+    private static func put64(_ value: UInt64, _ out: inout [UInt8]) {
+        withUnsafeBytes(of: value.littleEndian) { out.append(contentsOf: $0) }
+    }
+
+    private static func putVarint(_ value: UInt64, _ out: inout [UInt8]) {
+        var value = value
+        while value >= 0x80 {
+            out.append(UInt8(truncatingIfNeeded: value) | 0x80)
+            value >>= 7
+        }
+        out.append(UInt8(value))
+    }
+
+    private static func putBytes(_ bytes: ArraySlice<UInt8>, _ out: inout [UInt8]) {
+        putVarint(UInt64(bytes.count), &out)
+        out.append(contentsOf: bytes)
+    }
+
+    private static func putTime(_ time: Snapshot.Time, _ out: inout [UInt8]) {
+        put64(UInt64(bitPattern: time.seconds), &out)
+        put32(time.nanoseconds, &out)
+    }
+
+    // MARK: - Reading
+
+    /// The state in `bytes`, which must be `root`'s.
+    static func decode(_ bytes: [UInt8], expectingRoot root: FileSystemPath) throws(Problem) -> SavedDirectories {
+        guard bytes.count >= magic.count, bytes[..<magic.count].elementsEqual(magic) else {
+            // A file cut inside its header is a truncated state, not a foreign file.
+            if bytes.count < magic.count && magic.starts(with: bytes) { throw .truncated }
+            throw .notAState
+        }
+        var reader = Reader(bytes: bytes, at: magic.count)
+        let version = try reader.u32()
+        guard version == Self.version else { throw .version(version) }
+        guard bytes.count >= magic.count + 8 else { throw .truncated }
+        // The last four bytes are the checksum: of a file cut short, they are not, and the body
+        // read without them runs out (truncated); one changed in place reads, or not, and fails
+        // the checksum (corrupt).
+        let body = bytes[..<(bytes.count - 4)]
+        var stored = Reader(bytes: bytes, at: bytes.count - 4)
+        let intact = CRC32C.checksum(body) == (try stored.u32())
+        reader.end = body.count
+        let saved: SavedDirectories
+        do throws(Problem) {
+            saved = try readBody(&reader)
+        } catch {
+            if intact { throw error }
+            throw error == .truncated ? .truncated : .checksum
+        }
+        guard intact else { throw .checksum }
+        guard saved.root == root else { throw .anotherDirectory(saved.root) }
+        return saved
+    }
+
+    private static func readBody(_ reader: inout Reader) throws(Problem) -> SavedDirectories {
+        let savedRoot = FileSystemPath(bytes: try reader.array())
+        var saved = SavedDirectories(root: savedRoot)
+        let directories = try reader.count(atLeast: 13)
+        saved.directories.reserveCapacity(directories)
+        for _ in 0..<directories {
+            let path = try reader.array()
+            let inode = try reader.u64()
+            let count = try reader.count(atLeast: 42)
+            var entries = NameTable<KnownDirectory.Known>(minimumCapacity: count)
+            for _ in 0..<count {
+                let tag = try reader.u8()
+                let name = try reader.slice()
+                guard !name.isEmpty, !name.contains(0), !name.contains(UInt8(ascii: "/")) else {
+                    throw .malformed("an entry's name is empty or holds a slash or a NUL")
+                }
+                let known: KnownDirectory.Known
+                switch tag {
+                case 0:
+                    let device = try reader.u64()
+                    let inode = try reader.u64()
+                    let size = Int64(bitPattern: try reader.varint())
+                    let modified = try reader.time()
+                    let changed = Int64(bitPattern: try reader.u64())
+                    let born = Int64(bitPattern: try reader.u64())
+                    let owner = try reader.varint()
+                    let group = try reader.varint()
+                    let mode = try reader.varint()
+                    guard owner <= UInt32.max, group <= UInt32.max, mode <= UInt16.max else {
+                        throw .malformed("an owner, group or mode out of range")
+                    }
+                    known = .entry(
+                        EntryStatus(
+                            device: device, inode: inode, size: size, modified: modified, changedNanoseconds: changed,
+                            bornNanoseconds: born, owner: UInt32(owner), group: UInt32(group), mode: UInt16(mode)))
+                case 1:
+                    let flags = try reader.u8()
+                    let since = try reader.time()
+                    let inode = try reader.u64()
+                    let bornBy = try reader.time()
+                    known = .unsure(
+                        KnownDirectory.Unsure(
+                            isDirectory: flags & 1 != 0, since: since, createdOnly: flags & 2 != 0, inode: inode,
+                            bornBy: bornBy, isListed: flags & 4 != 0))
+                default:
+                    throw .malformed("an entry of unknown kind \(tag)")
+                }
+                guard entries.updateValue(known, forName: name) == nil else {
+                    throw .malformed("a name listed twice in one directory")
+                }
+            }
+            saved.directories.append(SavedDirectories.Directory(path: path, inode: inode, entries: entries))
+        }
+        guard reader.isAtEnd else { throw .malformed("bytes after the last directory") }
+        return saved
+    }
+
+    /// Reads fields in order, each checked against the end.
+    private struct Reader {
+        let bytes: [UInt8]
+        var index: Int
+        var end: Int
+
+        init(bytes: [UInt8], at index: Int) {
+            self.bytes = bytes
+            self.index = index
+            self.end = bytes.count
+        }
+
+        var isAtEnd: Bool { index == end }
+
+        private mutating func take(_ count: Int) throws(Problem) -> Range<Int> {
+            guard count >= 0, end - index >= count else { throw .truncated }
+            defer { index += count }
+            return index..<(index + count)
+        }
+
+        mutating func u8() throws(Problem) -> UInt8 { bytes[try take(1).lowerBound] }
+
+        mutating func u32() throws(Problem) -> UInt32 {
+            let range = try take(4)
+            var value: UInt32 = 0
+            for (shift, byte) in bytes[range].enumerated() { value |= UInt32(byte) << (8 * shift) }
+            return value
+        }
+
+        mutating func u64() throws(Problem) -> UInt64 {
+            let range = try take(8)
+            var value: UInt64 = 0
+            for (shift, byte) in bytes[range].enumerated() { value |= UInt64(byte) << (8 * shift) }
+            return value
+        }
+
+        mutating func varint() throws(Problem) -> UInt64 {
+            var value: UInt64 = 0
+            var shift: UInt64 = 0
+            while true {
+                let byte = try u8()
+                guard shift < 64 else { throw .malformed("a number too long") }
+                value |= UInt64(byte & 0x7F) << shift
+                if byte < 0x80 { return value }
+                shift += 7
+            }
+        }
+
+        /// A count of records that take at least `size` bytes each, checked against what is left.
+        mutating func count(atLeast size: Int) throws(Problem) -> Int {
+            let value = try varint()
+            guard value <= UInt64(end - index) / UInt64(size) + 1 else { throw .truncated }
+            return Int(value)
+        }
+
+        mutating func slice() throws(Problem) -> ArraySlice<UInt8> {
+            let length = try varint()
+            guard length <= UInt64(end - index) else { throw .truncated }
+            return bytes[try take(Int(length))]
+        }
+
+        mutating func array() throws(Problem) -> [UInt8] { Array(try slice()) }
+
+        mutating func time() throws(Problem) -> Snapshot.Time {
+            let seconds = Int64(bitPattern: try u64())
+            let nanoseconds = try u32()
+            guard nanoseconds < 1_000_000_000 else { throw .malformed("a time with more than a second of nanoseconds") }
+            return Snapshot.Time(seconds: seconds, nanoseconds: nanoseconds)
+        }
+    }
+}
+
+/// CRC-32C (Castagnoli), the checksum of ext4's and btrfs's metadata: a table per byte.
+enum CRC32C {
+    private static let table: [UInt32] = (0..<256).map { index in
+        var crc = UInt32(index)
+        for _ in 0..<8 { crc = crc & 1 != 0 ? (crc >> 1) ^ 0x82F6_3B78 : crc >> 1 }
+        return crc
+    }
+
+    static func checksum(_ bytes: ArraySlice<UInt8>) -> UInt32 {
+        var crc: UInt32 = 0xFFFF_FFFF
+        table.withUnsafeBufferPointer { table in
+            bytes.withUnsafeBufferPointer { bytes in
+                for byte in bytes { crc = table[Int((crc ^ UInt32(byte)) & 0xFF)] ^ (crc >> 8) }
+            }
+        }
+        return crc ^ 0xFFFF_FFFF
+    }
+}

@@ -1,0 +1,72 @@
+import Glibc
+
+/// Whole files read and replaced, for saved states: a replacement is atomic, and durable once
+/// it returns (a new file beside the old, `fsync`, `rename` over the old, the directory synced),
+/// so a crash at any point leaves the old file or the new one, never a mix.
+///
+/// These go straight to the C library rather than through the replaceable table: they are the
+/// caller's file, not the watch, and the simulated kernel has no files of this kind.
+extension System {
+    /// The file's bytes; nil when no file has that name (`ENOENT`).
+    func readFile(_ path: FileSystemPath) throws(SyscallError) -> [UInt8]? {
+        let fd = path.withCString { Glibc.open($0, O_RDONLY | O_CLOEXEC) }
+        if fd == -1 {
+            if errno == ENOENT { return nil }
+            throw SyscallError(function: "open", errno: errno)
+        }
+        defer { Glibc.close(fd) }
+        var status = stat()
+        guard fstat(fd, &status) == 0 else { throw SyscallError(function: "fstat", errno: errno) }
+        guard status.st_mode & S_IFMT == S_IFREG else { throw SyscallError(function: "open", errno: EISDIR) }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(Int(status.st_size))
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if count == -1 {
+                if errno == EINTR { continue }
+                throw SyscallError(function: "read", errno: errno)
+            }
+            if count == 0 { return bytes }
+            bytes.append(contentsOf: chunk[..<count])
+        }
+    }
+
+    /// Replaces the file at `path` with `bytes`, atomically and durably. On failure the old file
+    /// is untouched and the new one removed.
+    func replaceFile(_ path: FileSystemPath, with bytes: [UInt8]) throws(SyscallError) {
+        let directory = path.parent
+        let temporary = FileSystemPath(
+            bytes: path.bytes + Array(".tmp-\(getpid())-\(UInt32.random(in: 0...UInt32.max))".utf8))
+        let fd = temporary.withCString { Glibc.open($0, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600) }
+        guard fd != -1 else { throw SyscallError(function: "open", errno: errno) }
+        var failure: SyscallError?
+        var written = 0
+        while failure == nil && written < bytes.count {
+            let count = bytes[written...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+            if count == -1 {
+                if errno != EINTR { failure = SyscallError(function: "write", errno: errno) }
+            } else {
+                written += count
+            }
+        }
+        if failure == nil && fsync(fd) != 0 { failure = SyscallError(function: "fsync", errno: errno) }
+        // A close can report a delayed write error (NFS): the file is not known good until it returns.
+        if Glibc.close(fd) != 0 && failure == nil && errno != EINTR {
+            failure = SyscallError(function: "close", errno: errno)
+        }
+        if failure == nil {
+            let renamed = temporary.withCString { from in path.withCString { to in Glibc.rename(from, to) } }
+            if renamed != 0 { failure = SyscallError(function: "rename", errno: errno) }
+        }
+        if let failure {
+            _ = temporary.withCString { unlink($0) }
+            throw failure
+        }
+        // The rename is durable once the directory is synced.
+        let directoryFD = directory.withCString { Glibc.open($0, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
+        guard directoryFD != -1 else { throw SyscallError(function: "open", errno: errno) }
+        defer { Glibc.close(directoryFD) }
+        if fsync(directoryFD) != 0 && errno != EINVAL { throw SyscallError(function: "fsync", errno: errno) }
+    }
+}
