@@ -8,6 +8,7 @@ import Foundation
 // An app's own work.
 public func process(_ path: FileSystemPath) {}
 public func reloadFileList() {}
+public func indexChange(_ change: DirectoryChange) {}
 public func reloadConfiguration() {}
 public func add(_ path: FileSystemPath) {}
 public func remove(_ path: FileSystemPath) {}

@@ -90,7 +90,7 @@ import Testing
     /// A value each option takes, to try it alone with a path.
     static let samples: [OptionDescriptor.ID: String] = [
         .file: "a.conf", .event: "created", .exclude: "*.tmp", .debounce: "10", .grace: "1", .backend: "inotify",
-        .poll: "2", .settle: "1", .settleMax: "2",
+        .poll: "2", .settle: "1", .settleMax: "2", .state: "dirwatch.state", .stateInterval: "5",
     ]
 
     /// What the table says of each option's value and of --exec is what the parser does.
@@ -108,7 +108,9 @@ import Testing
                     #expect(throws: UsageError("\(name) needs a value")) { try parseArguments([name]) }
                     if name.hasPrefix("--") {
                         let sample = try #require(Self.samples[option.id], "\(name)")
-                        let withSettle = option.id == .settleMax ? ["--settle", "1"] : []
+                        let withSettle =
+                            option.id == .settleMax
+                            ? ["--settle", "1"] : option.id == .stateInterval ? ["--state", "dirwatch.state"] : []
                         let exec = option.needsExec ? ["--exec", "true"] : []
                         _ = try parseArguments(withSettle + ["\(name)=\(sample)", "."] + exec)
                     }
@@ -136,7 +138,10 @@ import Testing
                 }
                 guard option.id != .help, option.id != .version, option.id != .exec else { continue }
                 let value = option.value == .none ? [] : [Self.samples[option.id] ?? ""]
-                let arguments = [name] + value + ["."] + (option.id == .settleMax ? ["--settle", "1"] : [])
+                let arguments =
+                    [name] + value + ["."]
+                    + (option.id == .settleMax
+                        ? ["--settle", "1"] : option.id == .stateInterval ? ["--state", "dirwatch.state"] : [])
                 if option.needsExec {
                     #expect(throws: UsageError("\(name) goes with --exec")) { try parseArguments(arguments) }
                     _ = try parseArguments(arguments + ["--exec", "true"])

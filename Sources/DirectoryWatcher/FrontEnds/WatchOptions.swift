@@ -97,7 +97,7 @@ extension DirectoryWatcher {
     /// let state = DirectoryWatcher.SavedState(path: "/var/lib/indexer/uploads.state")
     /// let options = DirectoryWatcher.Options(recursive: true, savedState: state)
     /// let watcher = try DirectoryWatcher.watchFolder(path: "/srv/uploads", options: options) { changes in
-    ///     for change in changes { index(change) }  // first, what changed since the last run
+    ///     for change in changes { indexChange(change) }  // first, what changed since the last run
     /// }
     /// // After handling a batch, from anywhere: nothing handled so far is reported again.
     /// try watcher.saveState()

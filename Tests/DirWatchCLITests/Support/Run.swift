@@ -111,6 +111,8 @@ final class Run: @unchecked Sendable {
     func pause() { kill(process.processIdentifier, SIGSTOP) }
     func resume() { kill(process.processIdentifier, SIGCONT) }
     func terminate() { kill(process.processIdentifier, SIGTERM) }
+    /// A crash, as far as the process can tell: no handler runs.
+    func killNow() { kill(process.processIdentifier, SIGKILL) }
 
     /// Its exit status. A dirwatch that has not closed its output 20 s on is killed, and the test
     /// fails rather than hangs.
@@ -124,6 +126,17 @@ final class Run: @unchecked Sendable {
         }
         process.waitUntilExit()
         return process.terminationStatus
+    }
+
+    /// Every whole line read and not yet taken (a line cut by the process's death is left out).
+    func takeLines() -> [String] {
+        lock.withLock {
+            defer {
+                lines = []
+                arrivals = []
+            }
+            return lines
+        }
     }
 
     func remainingOutput() -> String {
