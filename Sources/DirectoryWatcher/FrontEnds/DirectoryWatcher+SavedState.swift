@@ -78,7 +78,7 @@ extension DirectoryWatcher {
             if "*?[\\".contains(character) { escaped.append("\\") }
             escaped.append(character)
         }
-        return [escaped, escaped + ".tmp-*"]
+        return [escaped, escaped + ".tmp-*", escaped + ".journal", escaped + ".journal.tmp-*"]
     }
 
     /// Reads the state a start begins from, and marks the subscription with it. True when there
@@ -87,10 +87,14 @@ extension DirectoryWatcher {
         guard let store = stateStore else { return false }
         switch try store.load(root: subscription.root) {
         case .fresh:
+            _ = store.openJournal(keeping: false)
             return true
         case .saved(let saved):
             subscription.savedState = saved
+            let journaled = store.openJournal(keeping: true)
+            lock.withLock { restoreJournal = journaled }
         case .replaced(let notice):
+            _ = store.openJournal(keeping: false)
             subscription.savedState = SavedDirectories(root: subscription.root)
             subscription.savedStateNotice = DirectoryChange(
                 kind: .failed, path: store.path, isDirectory: false, whileStopped: true, error: notice)
@@ -115,7 +119,7 @@ extension DirectoryWatcher {
 
     /// Takes the state once everything read for the watcher has been delivered, and writes it.
     private func save(_ session: Session, _ store: StateStore) throws(DirectoryWatcherError) {
-        let taken = LockedSlot<(SavedDirectories, UInt64)>()
+        let taken = LockedSlot<(SavedDirectories, (number: UInt64, journaled: Int))>()
         let done = DispatchSemaphore(value: 0)
         let accepted = session.lease.loop.execute { [subscription = session.subscription] loop in
             // What the kernel holds is this watcher's before the save: routed, delivered first.
@@ -130,12 +134,12 @@ extension DirectoryWatcher {
             }
         }
         if accepted { done.wait() }
-        guard let (saved, number) = taken.get() else {
+        guard let (saved, numbered) = taken.get() else {
             throw DirectoryWatcherError(
                 code: .savedStateNotWritten, path: store.path, detail: "the watch ended before its state could be taken"
             )
         }
-        try store.write(saved, number: number)
+        try store.write(saved, number: numbered.number, journaled: numbered.journaled)
     }
 
     /// ``save(_:_:)`` without waiting: the state is written on a Dispatch worker, and a failure
@@ -149,10 +153,10 @@ extension DirectoryWatcher {
                 guard var state = saved else { return }
                 state.readBefore = readBefore
                 let taken = state
-                let number = store.numberNext()
+                let numbered = store.numberNext()
                 DispatchQueue.global(qos: .utility).async {
                     do throws(DirectoryWatcherError) {
-                        try store.write(taken, number: number)
+                        try store.write(taken, number: numbered.number, journaled: numbered.journaled)
                     } catch {
                         let failure = DirectoryChange(kind: .failed, path: store.path, isDirectory: false, error: error)
                         loop.execute { loop in loop.router.collect(failure, for: subscription) }
@@ -173,6 +177,41 @@ extension DirectoryWatcher {
         }
         lock.withLock { session.stateTimer = timer }
         timer.resume()
+    }
+
+    /// The first batch of a start from a state, with what became of each path the journal holds
+    /// (delivered after the last save) that the batch does not mention: created where an entry
+    /// is there now, removed where none is. So a change delivered after the last save and undone
+    /// before this start is undone in the consumer's view too.
+    func withJournaledPaths(_ changes: [DirectoryChange]) -> [DirectoryChange] {
+        guard
+            let journaled = lock.withLock({ () -> [StateStore.JournalEntry]? in
+                defer { restoreJournal = nil }
+                return restoreJournal
+            }), !journaled.isEmpty
+        else { return changes }
+        var mentioned = Set<FileSystemPath>()
+        for change in changes {
+            mentioned.insert(change.path)
+            if let old = change.oldPath { mentioned.insert(old) }
+        }
+        var extra: [DirectoryChange] = []
+        for entry in journaled where mentioned.insert(entry.path).inserted {
+            var status = stat()
+            if entry.path.withCString({ lstat($0, &status) }) == 0 {
+                guard options.events.contains(.created) else { continue }
+                extra.append(
+                    DirectoryChange(
+                        kind: .created, path: entry.path, isDirectory: status.st_mode & S_IFMT == S_IFDIR,
+                        whileStopped: true))
+            } else if errno == ENOENT || errno == ENOTDIR {
+                guard options.events.contains(.removed) else { continue }
+                extra.append(
+                    DirectoryChange(
+                        kind: .removed, path: entry.path, isDirectory: entry.isDirectory, whileStopped: true))
+            }
+        }
+        return changes + extra
     }
 
     /// Before a session ends: its last state, unless the stop comes from inside a callback (which

@@ -119,6 +119,8 @@ public final class DirectoryWatcher: @unchecked Sendable {
     var stash: [DirectoryChange] = []
     /// What the test kit watches of the deliveries (``observeDeliveries(_:)``), by number.
     var observers: [Int: @Sendable ([DirectoryChange]) -> Void] = [:]
+    /// A start from a saved state: the paths its journal held, for the first batch.
+    var restoreJournal: [StateStore.JournalEntry]?
     var nextObserver = 0
 
     /// The delegate, held weakly. Setting it takes effect from the next batch.
@@ -224,6 +226,7 @@ extension DirectoryWatcher: ChangeReceiver {
     }
 
     func resumed(with changes: [DirectoryChange], through gate: DeliveryGate) {
+        let changes = stateStore == nil ? changes : withJournaledPaths(changes)
         let batch = lock.withLock { () -> [DirectoryChange] in
             stash += changes
             // Paused again since resume() was called: the next resume delivers these too. (Not
@@ -238,6 +241,9 @@ extension DirectoryWatcher: ChangeReceiver {
     }
 
     private func deliver(_ changes: [DirectoryChange], through gate: DeliveryGate) {
+        // Before the delegate sees them: killed while it handles them, the next start reports
+        // what became of them.
+        stateStore?.journal(changes)
         let watching = lock.withLock { observers.isEmpty ? nil : Array(observers.values) }
         // Before the delegate: a barrier behind this batch finds it recorded.
         if let watching { for observer in watching { observer(changes) } }

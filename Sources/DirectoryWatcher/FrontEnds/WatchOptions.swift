@@ -114,7 +114,8 @@ extension DirectoryWatcher {
     /// The state is saved when ``DirectoryWatcher/saveState()`` is called, every ``interval``,
     /// and when the watch stops; each save holds exactly the changes delivered so far, and is
     /// written atomically (a new file, `fsync`, `rename`, the folder synced), so a crash leaves
-    /// the last save whole. After a crash, the next start reports everything since the last save:
+    /// the last save whole. After a crash, the next start reports everything since the last save
+    /// (and what became of each path delivered since, which a journal beside the file keeps):
     /// some changes again, none missing.
     public struct SavedState: Hashable, Sendable {
         /// What a watcher does with a state file it cannot start from (not a state, another
@@ -132,7 +133,8 @@ extension DirectoryWatcher {
 
         /// The state file, absolute or relative to the current directory when the watcher is
         /// made. Its folder must exist. Inside the watched directory, the file (and the
-        /// temporary file each save writes beside it) is left out of what is reported.
+        /// temporary file each save writes beside it, and its journal, `FILE.journal`) is left
+        /// out of what is reported.
         public var path: String
         /// ``WhenUnusable/refuse`` unless told otherwise.
         public var whenUnusable: WhenUnusable

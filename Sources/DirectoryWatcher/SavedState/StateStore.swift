@@ -14,6 +14,17 @@ final class StateStore: @unchecked Sendable {
     /// Under `lock`: the number of the next state taken, and of the newest written.
     private var taken: UInt64 = 0
     private var written: UInt64 = 0
+    /// The journal: the paths of the changes delivered since the last save, appended before each
+    /// batch reaches the delegate (no sync: a killed process's writes stay in the page cache).
+    /// A start from the state also reports what became of each, so that a change delivered
+    /// after the last save and undone before the next start is not left standing in the
+    /// consumer's view. Under `lock`; -1 when not open.
+    private var journalFD: Int32 = -1
+    private var journalLength = 0
+    /// Bytes trimmed off the journal's front so far: a state's journal length is counted from
+    /// the first byte ever appended, so that trims in between do not shift it.
+    private var journalTrimmed = 0
+    var journalPath: FileSystemPath { FileSystemPath(bytes: path.bytes + Array(".journal".utf8)) }
     /// For tests: replaces the write (a full disk on cue).
     var writeFile: ((FileSystemPath, [UInt8]) throws(SyscallError) -> Void)?
 
@@ -55,11 +66,94 @@ final class StateStore: @unchecked Sendable {
         return .replaced(notice: problem)
     }
 
-    /// The number of a state taken now, on the loop: states are written in this order.
-    func numberNext() -> UInt64 {
+    /// The number of a state taken now, on the loop (states are written in this order), and
+    /// how long the journal was then: what it held then is in the state.
+    func numberNext() -> (number: UInt64, journaled: Int) {
         lock.withLock {
             taken += 1
-            return taken
+            return (taken, journalTrimmed + journalLength)
+        }
+    }
+
+    /// A journaled path: what a delivered change named, and whether it was a directory.
+    struct JournalEntry: Hashable {
+        var path: FileSystemPath
+        var isDirectory: Bool
+    }
+
+    /// Opens the journal for this start: the paths it holds when the start begins from the
+    /// state (`keeping`), and none otherwise (it is emptied).
+    func openJournal(keeping: Bool) -> [JournalEntry] {
+        var entries: [JournalEntry] = []
+        if keeping, let bytes = try? system.readFile(journalPath) {
+            var index = 0
+            // Records: a flags byte, a u32 length (little-endian), the path. A record cut short by
+            // a kill ends the journal.
+            while bytes.count - index >= 5 {
+                let flags = bytes[index]
+                let length = bytes[(index + 1)..<(index + 5)].enumerated().reduce(0) {
+                    $0 | Int($1.element) << (8 * $1.offset)
+                }
+                guard bytes.count - index - 5 >= length else { break }
+                entries.append(
+                    JournalEntry(
+                        path: FileSystemPath(bytes: bytes[(index + 5)..<(index + 5 + length)]),
+                        isDirectory: flags & 1 != 0))
+                index += 5 + length
+            }
+        }
+        lock.withLock {
+            if journalFD >= 0 { system.close(journalFD) }
+            journalFD = (try? system.openForAppending(journalPath, truncating: !keeping)) ?? -1
+            journalLength = keeping ? (try? system.readFile(journalPath))?.count ?? 0 : 0
+            journalTrimmed = 0
+        }
+        return entries
+    }
+
+    /// Appends the paths of the changes that make or take away an entry.
+    func journal(_ changes: [DirectoryChange]) {
+        var bytes: [UInt8] = []
+        func record(_ path: FileSystemPath, _ isDirectory: Bool) {
+            bytes.append(isDirectory ? 1 : 0)
+            withUnsafeBytes(of: UInt32(truncatingIfNeeded: path.bytes.count).littleEndian) {
+                bytes.append(contentsOf: $0)
+            }
+            bytes.append(contentsOf: path.bytes)
+        }
+        for change in changes {
+            switch change.kind {
+            case .created, .removed, .renamed, .movedIn, .movedOut, .exchanged:
+                record(change.path, change.isDirectory)
+                if let old = change.oldPath { record(old, change.isDirectory) }
+            default:
+                break
+            }
+        }
+        guard !bytes.isEmpty else { return }
+        lock.withLock {
+            guard journalFD >= 0 else { return }
+            if (try? system.append(bytes, to: journalFD)) != nil { journalLength += bytes.count }
+        }
+    }
+
+    /// After a state was written: the journal keeps only what was appended after it was taken.
+    private func trimJournal(to journaled: Int) {
+        let taken = journaled - journalTrimmed
+        guard journalFD >= 0, taken > 0 else { return }
+        guard let bytes = try? system.readFile(journalPath), bytes.count >= taken else { return }
+        let rest = Array(bytes[taken...])
+        guard (try? system.replaceFile(journalPath, with: rest)) != nil else { return }
+        system.close(journalFD)
+        journalFD = (try? system.openForAppending(journalPath, truncating: false)) ?? -1
+        journalLength = rest.count
+        journalTrimmed += taken
+    }
+
+    func closeJournal() {
+        lock.withLock {
+            if journalFD >= 0 { system.close(journalFD) }
+            journalFD = -1
         }
     }
 
@@ -104,13 +198,14 @@ final class StateStore: @unchecked Sendable {
     }
 
     /// Writes the state numbered `number`, unless a newer one is on disk already.
-    func write(_ saved: SavedDirectories, number: UInt64) throws(DirectoryWatcherError) {
+    func write(_ saved: SavedDirectories, number: UInt64, journaled: Int = 0) throws(DirectoryWatcherError) {
         let bytes = StateFileFormat.encode(settled(saved))
         let failure = lock.withLock { () -> SyscallError? in
             guard number > written else { return nil }
             do throws(SyscallError) {
                 if let writeFile { try writeFile(path, bytes) } else { try system.replaceFile(path, with: bytes) }
                 written = number
+                trimJournal(to: journaled)
                 return nil
             } catch {
                 return error

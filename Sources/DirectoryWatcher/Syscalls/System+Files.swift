@@ -70,3 +70,26 @@ extension System {
         if fsync(directoryFD) != 0 && errno != EINVAL { throw SyscallError(function: "fsync", errno: errno) }
     }
 }
+
+extension System {
+    /// Opens `path` for appending, creating it (mode 0600); emptied first when `truncating`.
+    func openForAppending(_ path: FileSystemPath, truncating: Bool) throws(SyscallError) -> Int32 {
+        let flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (truncating ? O_TRUNC : 0)
+        let fd = path.withCString { Glibc.open($0, flags, 0o600) }
+        guard fd != -1 else { throw SyscallError(function: "open", errno: errno) }
+        return fd
+    }
+
+    /// Appends `bytes` to the file open as `fd`, all of them (a write cut short is continued).
+    func append(_ bytes: [UInt8], to fd: Int32) throws(SyscallError) {
+        var written = 0
+        while written < bytes.count {
+            let count = bytes[written...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+            if count == -1 {
+                if errno == EINTR { continue }
+                throw SyscallError(function: "write", errno: errno)
+            }
+            written += count
+        }
+    }
+}
