@@ -224,7 +224,7 @@ final class Bench {
             }
             treeRoots[size] = root
         }
-        let (snapshot, floorListing, librarySnapshot, libraryListing) = try snapshots()
+        let (snapshot, floorListing, librarySnapshot, libraryListing, stateStart, stateBytes) = try snapshots()
         let (pollCPU, floorPollCPU, pollWakeUps) = try polling()
 
         func both(_ values: [Contender: [Double]], _ library: Contender = .library) -> (Measured, Measured) {
@@ -352,6 +352,13 @@ final class Bench {
                 "listing",
                 "Listing \(format(Double(c.snapshotEntries))) entries (watching starts; a rescan lists the same)", "ms",
                 (.values(libraryListing), .values(floorListing)), .none),
+            figure(
+                "state-start",
+                "Starting from a saved state of \(format(Double(c.snapshotEntries))) entries (read, list, compare; floor: its listing)",
+                "ms", (.values(stateStart), .values(floorListing)), .ratioAtMost(1.2)),
+            figure(
+                "state-bytes", "Saved state file per entry (names of 12 to 18 bytes)", "bytes",
+                (.values(stateBytes), .notAvailable("keeps no state")), .none),
             figure("idle", "Idle wake-ups", "per second", both(idle), .atMost(0)),
             figure(
                 "poll-cpu",
@@ -591,7 +598,7 @@ final class Bench {
     /// Heap bytes per entry and milliseconds of the floor's snapshot of a directory (in this
     /// process: a snapshot is plain data, no watcher involved), and the same for the library's
     /// kept snapshot (in a child: a watcher that recovers exactly beside one that does not).
-    private func snapshots() throws(BenchError) -> ([Double], [Double], [Double], [Double]) {
+    private func snapshots() throws(BenchError) -> ([Double], [Double], [Double], [Double], [Double], [Double]) {
         let directory = "\(scratch)/snapshot"
         try Files.makeDirectory(directory)
         defer { Files.remove(directory) }
@@ -600,6 +607,8 @@ final class Bench {
         var listing: [Double] = []
         var libraryPerEntry: [Double] = []
         var libraryListing: [Double] = []
+        var stateStart: [Double] = []
+        var stateBytes: [Double] = []
         for round in 0..<configuration.rounds {
             log(
                 "round \(round + 1)/\(configuration.rounds): snapshots of \(format(Double(configuration.snapshotEntries)))"
@@ -617,8 +626,16 @@ final class Bench {
             let entries = try value("entries", in: line)
             libraryPerEntry.append(try value("heap", in: line) / entries)
             libraryListing.append(try value("ns", in: line) / 1e6)
+            let stateFile = "\(scratch)/snapshot.state"
+            let restart = try child(["library-state", directory, stateFile])
+            let stateLine = try restart.expectLine(containing: "state")
+            _ = try restart.wait()
+            Files.remove(stateFile)
+            Files.remove(stateFile + ".journal")
+            stateStart.append(try value("ns", in: stateLine) / 1e6)
+            stateBytes.append(try value("bytes", in: stateLine) / entries)
         }
-        return (perEntry, listing, libraryPerEntry, libraryListing)
+        return (perEntry, listing, libraryPerEntry, libraryListing, stateStart, stateBytes)
     }
 
     /// What polling costs: the library's CPU time per poll of the snapshot directory's entries,

@@ -45,6 +45,7 @@ enum Child {
             case ("libraryQueue-slow", 3):
                 try librarySlow(parent: arguments[1], count: Int(arguments[2]) ?? 0, delivery: .queue)
             case ("library-snapshot", 2): try librarySnapshot(directory: arguments[1])
+            case ("library-state", 3): try libraryState(directory: arguments[1], file: arguments[2])
             case ("library-poll", 3): try libraryPoll(directory: arguments[1], polls: Int(arguments[2]) ?? 1)
             case ("library-poll-idle", 3):
                 try libraryPollIdle(directory: arguments[1], intervalMilliseconds: Int(arguments[2]) ?? 100)
@@ -320,6 +321,31 @@ enum Child {
             let elapsed = monotonicNanoseconds() - start
             settle(exact)
             writeAll("snapshot entries=\(entries) heap=\(cbs_heap_bytes_in_use() - heap) ns=\(elapsed)\n", to: 1)
+        } catch {
+            throw BenchError("library: \(error)")
+        }
+    }
+
+    /// What a start from a saved state costs: a state saved by a first watcher, then a second
+    /// started from it, timed from the call to the end of its first batch (the state read and
+    /// checked, the directory listed once, the two compared; nothing changed, so the batch is
+    /// empty and a barrier marks it); and the state file's size.
+    private static func libraryState(directory: String, file: String) throws(BenchError) {
+        let entries = directoryEntries(directory).count
+        let options = DirectoryWatcher.Options(savedState: .init(path: file))
+        do {
+            let first = try DirectoryWatcher.watchFolder(path: directory, options: options) { _ in }
+            first.invalidate()
+            let start = monotonicNanoseconds()
+            let second = try DirectoryWatcher.watchFolder(path: directory, options: options) { _ in }
+            settle(second)
+            let elapsed = monotonicNanoseconds() - start
+            second.invalidate()
+            var status = stat()
+            guard stat(file, &status) == 0 else { throw BenchError("library: no state file at \(file)") }
+            writeAll("state entries=\(entries) bytes=\(status.st_size) ns=\(elapsed)\n", to: 1)
+        } catch let error as BenchError {
+            throw error
         } catch {
             throw BenchError("library: \(error)")
         }

@@ -83,7 +83,12 @@ extension Router {
         }
         guard let first = watches.first else { return true }
         // Never listed (it was unreadable when watching started): the notice stands.
-        guard let directory = known[wd] else { return true }
+        // A watcher starting from a saved state lists its directory here, once, rather than
+        // when it subscribed as well: what it knows of it is the state.
+        let listedFirstHere =
+            known[wd] == nil && first.node == nil && watches.count == 1
+            && resuming.contains { $0.subscriber.loop.pause?.standsForStop == true }
+        guard let directory = known[wd] ?? (listedFirstHere ? KnownDirectory(Snapshot()) : nil) else { return true }
         let current: Snapshot
         do {
             current = try services.listDirectory(first.directory)
@@ -132,6 +137,10 @@ extension Router {
             found(Snapshot.differences(from: before, to: current), by: watch, before: before, after: current)
         }
         directory.reset(to: current)
+        if listedFirstHere {
+            known[wd] = directory
+            if directory.lacksInodes { lacksInodes(wd, directory) }
+        }
         return true
     }
 
