@@ -113,6 +113,15 @@ final class ExecController: @unchecked Sendable {
         guard !started, !stopping else { return }
         started = true
         if !configuration.postpone && !configuration.once {
+            guard pending.isEmpty else {
+                // Changes came before the start (what changed since a saved state, `--state`):
+                // the start's run is theirs, with no window to wait for.
+                gathering = false
+                window += 1
+                ready = true
+                advance()
+                return
+            }
             launch(ExecBatch())
         } else {
             advance()

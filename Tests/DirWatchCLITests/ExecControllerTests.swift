@@ -79,6 +79,19 @@ final class ExecControllerTests: XCTestCase {
         XCTAssertEqual(postponed.launches, [], "--postpone, and --once, wait for a change")
     }
 
+    /// `--state`: what changed since the state is delivered before the start; the start's run
+    /// gets it at once (no empty run first, no window), and nothing runs again for it.
+    func testChangesBeforeTheStartAreTheStartsRun() {
+        let exec = controller()
+        exec.submit([created("/d/while-stopped")])
+        XCTAssertEqual(host.launches, [], "nothing runs before the start")
+        exec.start()
+        XCTAssertEqual(host.launches.count, 1)
+        XCTAssertEqual(host.launches.first?.paths, ["/d/while-stopped"])
+        scheduler.advance(by: 10)
+        XCTAssertEqual(host.launches.count, 1, "the window opened before the start runs nothing")
+    }
+
     /// A touch is a creation and a change of attributes, which may come in two batches: one run,
     /// the path once in DIRWATCH_PATHS, both changes on stdin.
     func testChangesWithinTheWindowAreOneRunWithEachPathOnce() {

@@ -74,6 +74,46 @@ class StateEndToEndTests: XCTestCase {
         XCTAssertEqual(try run.waitForExit(), 0)
     }
 
+    /// `-r` through fanotify (root has it) and through inotify: a directory made with content and
+    /// a subtree renamed while stopped.
+    func testATreeThroughEitherBackend() throws {
+        for backend in ["fanotify", "inotify"] {
+            try? FileManager.default.removeItem(atPath: statePath)
+            try? FileManager.default.removeItem(atPath: statePath + ".journal")
+            let old = "old-\(backend)"
+            try FileManager.default.createDirectory(atPath: path(old + "/inner"), withIntermediateDirectories: true)
+            touch(old + "/inner/file")
+            var run = try start(["-r", "--backend", backend])
+            run.interrupt()
+            XCTAssertEqual(try run.waitForExit(), 0)
+
+            let made = "made-\(backend)"
+            try FileManager.default.createDirectory(atPath: path(made), withIntermediateDirectories: true)
+            touch(made + "/file")
+            XCTAssertEqual(rename(path(old), path("new-\(backend)")), 0)
+            run = try start(["-r", "--backend", backend])
+            var found: Set<NSDictionary> = []
+            for _ in 0..<3 { found.insert(try run.nextJSON()) }
+            XCTAssertEqual(
+                found,
+                [
+                    ["kind": "created", "path": path(made), "isDirectory": true, "whileStopped": true],
+                    ["kind": "created", "path": path(made + "/file"), "isDirectory": false, "whileStopped": true],
+                    [
+                        "kind": "renamed", "path": path("new-\(backend)"), "oldPath": path(old), "isDirectory": true,
+                        "whileStopped": true,
+                    ],
+                ], backend)
+            touch("new-\(backend)/inner/live")
+            XCTAssertEqual(
+                try run.nextJSON(),
+                ["kind": "created", "path": path("new-\(backend)/inner/live"), "isDirectory": false],
+                "live below the renamed subtree, \(backend)")
+            run.interrupt()
+            XCTAssertEqual(try run.waitForExit(), 0)
+        }
+    }
+
     func testStateNeedsOnePath() throws {
         let run = try Run(EndToEndTests.binary, ["--state", statePath, directory.path, directory.path + "/.."])
         XCTAssertEqual(try run.waitForExit(), 2)
