@@ -150,6 +150,9 @@ public final class EventLoop: @unchecked Sendable {
             clock: clock, inotifyUnavailable: inotifyUnavailable,
             isUnchanged: { path, old throws(SyscallError) in try Snapshot.isUnchanged(path, since: old, system: system)
             }, marks: fanotify)
+        router.services.visitEntries = { path, visit throws(SyscallError) in
+            try Snapshot.visitEntries(path, system: system, visit)
+        }
         fanotify.open = { [unowned self] () throws(SyscallError) -> Int32 in
             let fd = try system.fanotifyInit()
             do throws(SyscallError) {
@@ -290,6 +293,9 @@ public final class EventLoop: @unchecked Sendable {
         readEvents(now: now)
         readFanotifyEvents(now: now, untilDrained: false)
     }
+
+    /// Whether the last reads found the kernel queues empty.
+    var isDrained: Bool { queueDrained && fanotifyDrained }
 
     /// Reads and routes the fanotify group's events, as ``readEvents(now:)`` reads inotify's;
     /// `untilDrained`: however many reads it takes to empty the queue (a barrier's).

@@ -108,7 +108,10 @@ extension DirectoryWatcher {
         guard let store = stateStore else { return }
         let subscription = session.subscription
         if subscription.savedState != nil {
-            _ = session.lease.loop.submitAndWait { loop in loop.router.resumeFromSavedState(subscription) }
+            _ = session.lease.loop.submitAndWait { loop in
+                loop.readQueuedEvents()
+                loop.router.resumeFromSavedState(subscription, queueDrained: loop.isDrained)
+            }
             subscription.savedState = nil
             saveLater(session, store)
         } else if savesFirst {

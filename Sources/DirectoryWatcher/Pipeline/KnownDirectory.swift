@@ -52,6 +52,11 @@ final class KnownDirectory {
         entries = Self.entries(of: snapshot)
     }
 
+    /// A directory known from entries already in a table (a listing compared as it was read).
+    init(entries: NameTable<Known>) {
+        self.entries = entries
+    }
+
     /// A directory known from a listing of names, inodes and types (a tree's directories: no
     /// status per entry). `start` is the birth clock read before the listing began, which vouches
     /// for the inodes as ``learnInodes(listedAfter:from:)`` explains; `now` is when the listing

@@ -88,6 +88,14 @@ extension Router {
         let listedFirstHere =
             known[wd] == nil && first.node == nil && watches.count == 1
             && resuming.contains { $0.subscriber.loop.pause?.standsForStop == true }
+        if listedFirstHere, let watch = resuming.first, let visit = services.visitEntries {
+            do throws(SyscallError) {
+                try restoreListing(wd, for: watch, visit)
+            } catch {
+                if watch.node?.isRoot ?? true { watch.subscriber.loop.pause?.failure = error }
+            }
+            return true
+        }
         guard let directory = known[wd] ?? (listedFirstHere ? KnownDirectory(Snapshot()) : nil) else { return true }
         let current: Snapshot
         do {
@@ -142,6 +150,52 @@ extension Router {
             if directory.lacksInodes { lacksInodes(wd, directory) }
         }
         return true
+    }
+
+    /// The listing of a watcher's own directory when it starts from a saved state: compared with
+    /// the state as it is read, each entry looked up in the state's table by its name in the
+    /// listing's buffer, so that only the entries that changed are copied out (for the renames
+    /// among them, and the report); the kept directory is the listing's table.
+    private func restoreListing(
+        _ wd: Int32, for watch: WatchTable<Subscription>.Watch,
+        _ visit: (FileSystemPath, (ArraySlice<UInt8>, EntryStatus) -> Void) throws(SyscallError) -> Void
+    ) throws(SyscallError) {
+        let baseline = watch.subscriber.loop.pause?.baseline[wd] ?? NameTable()
+        var listed = NameTable<KnownDirectory.Known>(minimumCapacity: baseline.count)
+        var seen = [Bool](repeating: false, count: baseline.count)
+        var left: [[UInt8]: KnownDirectory.Known] = [:]
+        var arrived: [[UInt8]: Snapshot.Entry] = [:]
+        var inPlace: [Snapshot.Difference] = []
+        try visit(watch.directory) { name, status in
+            listed.updateValue(.entry(status), forName: name)
+            if let record = baseline.record(forName: name) {
+                seen[record] = true
+                let before = baseline[record: record]
+                if before.isSameFile(as: status) {
+                    if let kind = before.change(to: status, renamed: false) {
+                        inPlace.append(
+                            Snapshot.Difference(
+                                kind: kind, name: Array(name), oldName: nil, isDirectory: status.kind == .directory))
+                    }
+                    return
+                }
+                left[Array(name)] = before
+            }
+            arrived[Array(name)] = status
+        }
+        expectListingEcho(wd)
+        var index = 0
+        baseline.forEach { name, known in
+            if !seen[index] { left[Array(name)] = known }
+            index += 1
+        }
+        // What left and what arrived, paired into renames as a diff of two listings pairs them;
+        // then what changed in place, by name.
+        let after = Snapshot(entries: arrived)
+        inPlace.sort { $0.name.lexicographicallyPrecedes($1.name) }
+        found(Snapshot.differences(from: left, to: after) + inPlace, by: watch, before: left, after: after)
+        let directory = KnownDirectory(entries: listed)
+        known[wd] = directory
     }
 
     /// The inode of a tree's directory, for a rescan to tell whether the listing shows it (at

@@ -104,7 +104,7 @@ extension Router {
 
     /// Ends the pause ``startFromSavedState(_:_:)`` began: once the kernel queue is drained, every
     /// directory of the watcher is listed and compared with the state.
-    func resumeFromSavedState(_ subscription: Subscription) {
+    func resumeFromSavedState(_ subscription: Subscription, queueDrained: Bool = false) {
         assert(services.isOnLoopThread())
         guard subscription.loop.pause?.standsForStop == true, let saved = subscription.savedState else { return }
         // A fanotify tree lists its directories after it is ready: all of them first.
@@ -124,6 +124,13 @@ extension Router {
             subscription.loop.pause?.baseline[wd] = match?.entries ?? NameTable()
         }
         resume(subscription)
+        // Listed now when the queue was just read empty (and no rename half waits), so that
+        // the start returns with the comparison made: a change after it is live, not found.
+        if queueDrained && pairing.isEmpty && !held.isHolding
+            && listings.resumes.contains(where: { $0 === subscription })
+        {
+            resumeDue()
+        }
     }
 }
 

@@ -8,6 +8,10 @@ struct RouterServices {
 
     /// Lists a kept directory in full (``Snapshot/read(_:system:)``).
     var listDirectory: (FileSystemPath) throws(SyscallError) -> Snapshot
+    /// Lists a directory in full, one entry at a time (each name in a buffer reused for the next),
+    /// with no table made of it: a start from a saved state compares as it lists. Nil: through
+    /// ``listDirectory``.
+    var visitEntries: ((FileSystemPath, (ArraySlice<UInt8>, EntryStatus) -> Void) throws(SyscallError) -> Void)?
     /// Lists a directory's names, for their inodes.
     var listNames: NameLister
     /// Whether a directory still lists as a snapshot of it says (``Snapshot/isUnchanged(_:since:system:)``).

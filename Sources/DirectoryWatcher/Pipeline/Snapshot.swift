@@ -38,6 +38,39 @@ struct Snapshot: Equatable, Sendable {
         }
     }
 
+    /// Lists the directory at `path` as ``read(_:system:)`` does, calling `body` with each name
+    /// (in a buffer reused for the next) and its status instead of making a table: one
+    /// `getdents64` per few hundred entries, a `statx` per entry, no allocation per entry.
+    static func visitEntries(
+        _ path: FileSystemPath, system: System, _ body: (ArraySlice<UInt8>, EntryStatus) -> Void
+    ) throws(SyscallError) {
+        let fd = try system.openDirectory(path)
+        defer { system.close(fd) }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 32 * 1024, alignment: 8)
+        defer { buffer.deallocate() }
+        var terminated: [UInt8] = []
+        terminated.reserveCapacity(257)
+        var failure: SyscallError?
+        while failure == nil {
+            let count = try system.readDirectory(fd, into: buffer)
+            if count == 0 { break }
+            _ = DirectoryEntryParser.forEach(UnsafeRawBufferPointer(rebasing: buffer[..<count])) { name, _, _ in
+                guard failure == nil else { return }
+                terminated.removeAll(keepingCapacity: true)
+                terminated.append(contentsOf: name)
+                terminated.append(0)
+                do throws(SyscallError) {
+                    // Removed since the listing: left out, as if the listing came a moment later.
+                    guard let status = try system.entryStatus(in: fd, terminatedName: terminated) else { return }
+                    body(terminated[..<(terminated.count - 1)], status)
+                } catch {
+                    failure = error
+                }
+            }
+        }
+        if let failure { throw failure }
+    }
+
     /// Whether the directory at `path` still holds exactly `old`'s entries, each with the same
     /// status: a poll's common case, answered with the calls a listing makes (`getdents64`, a
     /// `statx` per entry) and no allocation per entry; it stops at the first difference.

@@ -1,6 +1,5 @@
 @_spi(DirectoryWatcherTesting) import DirectoryWatcher
 import Dispatch
-import Synchronization
 
 /// What a watcher delivered to its delegate from the moment the log was made, batch by batch, as
 /// the delegate received it: the record a test asserts on.
@@ -29,8 +28,8 @@ public final class ChangeLog: Sendable {
 
     /// The watcher whose deliveries are logged.
     public let watcher: DirectoryWatcher
-    private let state = Mutex(State())
-    private let observer = Mutex<Int?>(nil)
+    private let state = Locked(State())
+    private let observer = Locked<Int?>(nil)
 
     /// Starts logging what `watcher` delivers from now on.
     public init(watching watcher: DirectoryWatcher) {
@@ -70,7 +69,7 @@ public final class ChangeLog: Sendable {
         fileID: String = #fileID, filePath: StaticString = #filePath, line: UInt = #line, column: UInt = #column
     ) async -> [DirectoryChange] {
         let met = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
-            let once = Mutex(Optional(continuation))
+            let once = Locked(Optional(continuation))
             let resume: @Sendable (Bool) -> Void = { met in once.withLock { $0.take() }?.resume(returning: met) }
             let number = state.withLock { state -> Int? in
                 if condition(state.batches.flatMap { $0 }) { return nil }

@@ -38,7 +38,7 @@ public final class SimulatedFileSystem: Sendable {
     let kernel = SimulatedKernel()
     private let clock = HandClock()
     private let loop: EventLoop
-    private let watchers = Mutex<[WeakWatcher]>([])
+    private let watchers = Locked<[WeakWatcher]>([])
 
     /// An empty file system: only its root, `/`.
     public init() {
@@ -59,7 +59,7 @@ public final class SimulatedFileSystem: Sendable {
 
     /// The loops of the simulations alive now, so that an on-disk helper given a simulated
     /// watcher can say so rather than fail on a path the simulation does not hold.
-    private static let loops = Mutex<Set<ObjectIdentifier>>([])
+    private static let loops = Locked<Set<ObjectIdentifier>>([])
 
     /// Whether `loop` is a simulation's.
     static func isSimulated(_ loop: EventLoop) -> Bool {
