@@ -7,6 +7,7 @@
 #else
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -64,6 +65,12 @@ typedef struct {
 /// statx(directory, name, AT_SYMLINK_NOFOLLOW | AT_STATX_DONT_SYNC, basic stats and birth
 /// time) into `status`. Returns 0, or -1 with errno set.
 int cdw_entry_status_at(int directory, const char *name, cdw_entry_status *status);
+
+// CRC-32C (Castagnoli) of `length` bytes, continuing `crc` (0 to begin): the saved state's
+// checksum. SSE4.2's crc32 instruction where the processor has it, else slicing by 8.
+uint32_t cdw_crc32c(uint32_t crc, const void *bytes, size_t length);
+// The same by the portable path only, whatever the processor has: for tests to compare.
+uint32_t cdw_crc32c_portable(uint32_t crc, const void *bytes, size_t length);
 
 /// The file system type of `path` (statfs's f_type, the kernel's magic number, as an unsigned
 /// 32-bit value), or -1 with errno set.

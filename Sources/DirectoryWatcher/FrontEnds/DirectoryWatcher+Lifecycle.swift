@@ -160,9 +160,10 @@ extension DirectoryWatcher {
                 // directory of 100,000 entries takes about half a second, which holds up this
                 // caller alone.
                 // (Not for a start from a saved state: that listing is its resume's.)
-                let snapshot =
-                    subscription.savedState != nil ? nil : try? Snapshot.read(request.path, system: loop.system)
-                _ = loop.submitAndWait { loop in loop.router.install(snapshot, for: request) }
+                let entries =
+                    subscription.stateLoad != nil
+                    ? nil : try? KnownDirectory.listedEntries(request.path, system: loop.system)
+                _ = loop.submitAndWait { loop in loop.router.install(listed: entries, for: request) }
             }
             return true
         case .some(.failure(let failure)):

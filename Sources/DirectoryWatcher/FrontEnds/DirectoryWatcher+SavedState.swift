@@ -81,38 +81,40 @@ extension DirectoryWatcher {
         return [escaped, escaped + ".tmp-*", escaped + ".journal", escaped + ".journal.tmp-*"]
     }
 
-    /// Reads the state a start begins from, and marks the subscription with it. True when there
-    /// is none (the first state is then saved once the watch is in place).
+    /// Reads the state a start begins from, checks it (header, version, checksum, root), and
+    /// marks the subscription with it: its directories are decoded on a worker while the watch
+    /// starts. True when there is none (the first state is then saved once the watch is in place).
     func prepareStart(of subscription: Subscription) throws(DirectoryWatcherError) -> Bool {
         guard let store = stateStore else { return false }
         switch try store.load(root: subscription.root) {
         case .fresh:
             _ = store.openJournal(keeping: false)
             return true
-        case .saved(let saved):
-            subscription.savedState = saved
+        case .saved(let checked):
+            subscription.stateLoad = StateLoad { store.decode(checked) }
             let journaled = store.openJournal(keeping: true)
             lock.withLock { restoreJournal = journaled }
         case .replaced(let notice):
             _ = store.openJournal(keeping: false)
-            subscription.savedState = SavedDirectories(root: subscription.root)
-            subscription.savedStateNotice = DirectoryChange(
-                kind: .failed, path: store.path, isDirectory: false, whileStopped: true, error: notice)
+            subscription.stateLoad = StateLoad(.fresh(notice: store.notice(notice)))
         }
         return false
     }
 
     /// Once the watch is in place: reports what changed since the state (then saves the state
     /// that follows, once that report has been delivered), or saves the first state.
+    ///
+    /// - Throws: ``DirectoryWatcherError/Code/savedStateUnusable`` when the state's directories
+    ///   do not parse and the caller chose ``Options/SavedState/WhenUnusable/refuse``.
     func finishStart(_ session: Session, savesFirst: Bool) throws(DirectoryWatcherError) {
         guard let store = stateStore else { return }
         let subscription = session.subscription
-        if subscription.savedState != nil {
+        if let load = subscription.stateLoad {
             _ = session.lease.loop.submitAndWait { loop in
                 loop.readQueuedEvents()
                 loop.router.resumeFromSavedState(subscription, queueDrained: loop.isDrained)
             }
-            subscription.savedState = nil
+            if let refusal = load.refusal() { throw refusal }
             saveLater(session, store)
         } else if savesFirst {
             try save(session, store)
@@ -187,6 +189,11 @@ extension DirectoryWatcher {
     /// is there now, removed where none is. So a change delivered after the last save and undone
     /// before this start is undone in the consumer's view too.
     func withJournaledPaths(_ changes: [DirectoryChange]) -> [DirectoryChange] {
+        // A refused start reports nothing, not even what the journal holds.
+        if lock.withLock({ session?.subscription.stateLoad?.refusalIfDone }) != nil {
+            lock.withLock { restoreJournal = nil }
+            return []
+        }
         guard
             let journaled = lock.withLock({ () -> [StateStore.JournalEntry]? in
                 defer { restoreJournal = nil }

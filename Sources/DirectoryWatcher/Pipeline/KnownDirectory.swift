@@ -76,7 +76,18 @@ final class KnownDirectory {
         }
     }
 
-    private static func entries(of snapshot: Snapshot) -> NameTable<Known> {
+    /// The entries of the directory at `path` as a listing reads them, in its order, with no
+    /// table of names of their own on the way: a saved state keeps that order, and the listing of
+    /// the next start from it finds each name where it expects it.
+    static func listedEntries(_ path: FileSystemPath, system: System) throws(SyscallError) -> NameTable<Known> {
+        var entries = NameTable<Known>()
+        try Snapshot.visitEntries(path, system: system) { name, status in
+            entries.updateValue(.entry(status), forName: name)
+        }
+        return entries
+    }
+
+    static func entries(of snapshot: Snapshot) -> NameTable<Known> {
         var entries = NameTable<Known>(
             minimumCapacity: snapshot.entries.count, nameBytes: snapshot.entries.keys.reduce(0) { $0 + $1.count })
         for (name, entry) in snapshot.entries { entries.updateValue(.entry(entry), forName: name[...]) }

@@ -1,3 +1,5 @@
+import Glibc
+
 /// A table from entry names to values, built for a kept directory (``KnownDirectory``), which
 /// inserts or looks up a name for every event.
 ///
@@ -18,7 +20,7 @@
 ///
 /// Lookups take the name as a slice of the read's buffer: nothing is copied to look up.
 struct NameTable<Value> {
-    private struct Record {
+    fileprivate struct Record {
         var start: UInt32
         var length: UInt32
         var value: Value
@@ -69,6 +71,14 @@ struct NameTable<Value> {
     /// ``subscript(record:)``.
     func record(forName name: ArraySlice<UInt8>) -> Int? {
         find(name, hash: NameHash.of(name)).record
+    }
+
+    /// ``record(forName:)``, trying record `expected` first: a listing read in the order of the
+    /// table's records (a table built from the last listing, or a saved state of it) finds each
+    /// name there with one comparison and no hash.
+    func record(forName name: ArraySlice<UInt8>, expecting expected: Int) -> Int? {
+        if expected >= 0 && expected < records.count && hasName(expected, name) { return expected }
+        return record(forName: name)
     }
 
     /// The value of a record found with ``record(forName:)``.
@@ -186,7 +196,12 @@ struct NameTable<Value> {
         let record = records[number]
         guard Int(record.length) == name.count else { return false }
         let start = Int(record.start)
-        return names[start..<start + name.count].elementsEqual(name)
+        guard !name.isEmpty else { return true }
+        return names.withUnsafeBufferPointer { names in
+            name.withUnsafeBufferPointer { name in
+                memcmp(names.baseAddress! + start, name.baseAddress!, name.count) == 0
+            }
+        }
     }
 
     /// Empties a slot without leaving a tombstone: each later slot of the same run that may sit
@@ -235,3 +250,7 @@ struct NameTable<Value> {
         garbage = 0
     }
 }
+
+/// A table is plain data (arrays of values): it may cross threads whenever its values may.
+extension NameTable: Sendable where Value: Sendable {}
+extension NameTable.Record: Sendable where Value: Sendable {}

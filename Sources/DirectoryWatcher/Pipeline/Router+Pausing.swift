@@ -128,6 +128,7 @@ extension Router {
         before: [[UInt8]: KnownDirectory.Known], after: Snapshot
     ) {
         let subscription = watch.subscriber
+        guard subscription.loop.pause?.reportsNothing != true else { return }
         let stopped = subscription.loop.pause?.standsForStop ?? false
         for difference in differences {
             guard ChangeTranslation.selects(watch.mask, difference.kind),

@@ -140,6 +140,7 @@ extension Router {
             report(Snapshot.differences(from: baseline.dictionary(), to: current), to: watch)
         }
         for watch in resuming {
+            adoptSavedState(of: watch.subscriber)
             let baseline = watch.subscriber.loop.pause?.baseline[wd] ?? NameTable()
             let before = baseline.dictionary()
             found(Snapshot.differences(from: before, to: current), by: watch, before: before, after: current)
@@ -154,48 +155,90 @@ extension Router {
 
     /// The listing of a watcher's own directory when it starts from a saved state: compared with
     /// the state as it is read, each entry looked up in the state's table by its name in the
-    /// listing's buffer, so that only the entries that changed are copied out (for the renames
-    /// among them, and the report); the kept directory is the listing's table.
+    /// listing's buffer (first at the record after the last one found: a table saved from a
+    /// listing is in the listing's order), so that only the entries that changed are copied out
+    /// (for the renames among them, and the report). The state's table, updated in place, is then
+    /// the kept directory. Until the state's decoding (on a worker) is done, the entries listed
+    /// are kept aside, and compared once it is.
     private func restoreListing(
         _ wd: Int32, for watch: WatchTable<Subscription>.Watch,
         _ visit: (FileSystemPath, (ArraySlice<UInt8>, EntryStatus) -> Void) throws(SyscallError) -> Void
     ) throws(SyscallError) {
-        let baseline = watch.subscriber.loop.pause?.baseline[wd] ?? NameTable()
-        var listed = NameTable<KnownDirectory.Known>(minimumCapacity: baseline.count)
-        var seen = [Bool](repeating: false, count: baseline.count)
+        let subscription = watch.subscriber
+        var table = NameTable<KnownDirectory.Known>()
+        var seen: [Bool] = []
+        var isReady = false
+        var cursor = 0
         var left: [[UInt8]: KnownDirectory.Known] = [:]
         var arrived: [[UInt8]: Snapshot.Entry] = [:]
+        var newcomers: [([UInt8], EntryStatus)] = []
         var inPlace: [Snapshot.Difference] = []
-        try visit(watch.directory) { name, status in
-            listed.updateValue(.entry(status), forName: name)
-            if let record = baseline.record(forName: name) {
-                seen[record] = true
-                let before = baseline[record: record]
-                if before.isSameFile(as: status) {
-                    if let kind = before.change(to: status, renamed: false) {
-                        inPlace.append(
-                            Snapshot.Difference(
-                                kind: kind, name: Array(name), oldName: nil, isDirectory: status.kind == .directory))
-                    }
-                    return
-                }
-                left[Array(name)] = before
+        // Listed before the state was decoded: names end to end, with each one's end and status.
+        var asideNames: [UInt8] = []
+        var aside: [(end: Int, status: EntryStatus)] = []
+        func compare(_ name: ArraySlice<UInt8>, _ status: EntryStatus) {
+            guard let record = table.record(forName: name, expecting: cursor) else {
+                newcomers.append((Array(name), status))
+                arrived[Array(name)] = status
+                return
             }
+            cursor = record + 1
+            seen[record] = true
+            let before = table[record: record]
+            table[record: record] = .entry(status)
+            if before.isSameFile(as: status) {
+                if let kind = before.change(to: status, renamed: false) {
+                    inPlace.append(
+                        Snapshot.Difference(
+                            kind: kind, name: Array(name), oldName: nil, isDirectory: status.kind == .directory))
+                }
+                return
+            }
+            left[Array(name)] = before
             arrived[Array(name)] = status
         }
+        func becomeReady(waiting: Bool) {
+            guard let saved = takeSavedTable(wd, of: subscription, waiting: waiting) else { return }
+            table = saved
+            seen = [Bool](repeating: false, count: table.count)
+            isReady = true
+            var start = 0
+            for (end, status) in aside {
+                compare(asideNames[start..<end], status)
+                start = end
+            }
+            asideNames = []
+            aside = []
+        }
+        becomeReady(waiting: false)
+        try visit(watch.directory) { name, status in
+            if !isReady && aside.count & 63 == 0 { becomeReady(waiting: false) }
+            guard isReady else {
+                asideNames.append(contentsOf: name)
+                aside.append((asideNames.count, status))
+                return
+            }
+            compare(name, status)
+        }
         expectListingEcho(wd)
+        if !isReady { becomeReady(waiting: true) }
+        var gone: [[UInt8]] = []
         var index = 0
-        baseline.forEach { name, known in
-            if !seen[index] { left[Array(name)] = known }
+        table.forEach { name, known in
+            if !seen[index] {
+                left[Array(name)] = known
+                gone.append(Array(name))
+            }
             index += 1
         }
+        for name in gone { table.removeValue(forName: name[...]) }
+        for (name, status) in newcomers { table.updateValue(.entry(status), forName: name[...]) }
         // What left and what arrived, paired into renames as a diff of two listings pairs them;
         // then what changed in place, by name.
         let after = Snapshot(entries: arrived)
         inPlace.sort { $0.name.lexicographicallyPrecedes($1.name) }
         found(Snapshot.differences(from: left, to: after) + inPlace, by: watch, before: left, after: after)
-        let directory = KnownDirectory(entries: listed)
-        known[wd] = directory
+        known[wd] = KnownDirectory(entries: table)
     }
 
     /// The inode of a tree's directory, for a rescan to tell whether the listing shows it (at

@@ -80,17 +80,71 @@ extension Router {
 
     /// A watcher starting from a saved state is paused from the moment its watches are in place,
     /// what it was told being the state: its events are not collected until
-    /// ``resumeFromSavedState(_:)`` reports what changed since the state, then goes on live.
-    /// A directory of its tree is matched with the state's by inode (it may have been renamed
-    /// while nothing watched), else by its path; one the state does not hold is new, and
-    /// everything in it is reported.
+    /// ``resumeFromSavedState(_:queueDrained:)`` reports what changed since the state, then goes
+    /// on live.
     func startFromSavedState(_ subscription: Subscription) {
-        guard subscription.savedState != nil else { return }
+        guard subscription.stateLoad != nil else { return }
         var pause = Subscription.Pause(baseline: [:])
         pause.lostEvents = true
         pause.standsForStop = true
-        if let notice = subscription.savedStateNotice { pause.owed = [notice] }
         subscription.loop.pause = pause
+    }
+
+    /// Makes the state the watcher starts from what its pause began with (when the loop has not
+    /// yet): a directory of its tree is matched with the state's by inode (it may have been
+    /// renamed while nothing watched), else by its path; one the state does not hold is new, and
+    /// everything in it is reported. Waits for the state's decoding when it is still going on.
+    func adoptSavedState(of subscription: Subscription) {
+        guard let load = subscription.stateLoad, let outcome = load.take() else { return }
+        adoptSavedState(outcome, of: subscription)
+    }
+
+    private func adoptSavedState(_ outcome: StateLoad.Outcome, of subscription: Subscription) {
+        guard subscription.loop.pause?.standsForStop == true else { return }
+        var saved = SavedDirectories(root: subscription.root)
+        switch outcome {
+        case .state(let state): saved = state
+        case .fresh(let notice): subscription.loop.pause?.owed.insert(notice, at: 0)
+        case .refused: subscription.loop.pause?.reportsNothing = true
+        }
+        var byPath: [[UInt8]: Int] = [:]
+        var byInode: [UInt64: Int] = [:]
+        for (index, directory) in saved.directories.enumerated() {
+            byPath[directory.path] = index
+            if directory.inode != 0 { byInode[directory.inode] = index }
+        }
+        var moved: [Int: NameTable<KnownDirectory.Known>] = [:]
+        for wd in subscription.loop.descriptors {
+            var match = byPath[[]]
+            if let node = subscription.loop.tree?.node(wd), !node.isRoot {
+                match =
+                    (node.inode != 0 ? byInode[node.inode] : nil) ?? byPath[Self.pathBelowRoot(node, of: subscription)]
+            }
+            guard let match else {
+                subscription.loop.pause?.baseline[wd] = NameTable()
+                continue
+            }
+            // Moved out of `saved`, so that the listing updates the table in place (a second
+            // directory matched with the same one gets a copy).
+            if let given = moved[match] {
+                subscription.loop.pause?.baseline[wd] = given
+                continue
+            }
+            let entries = saved.directories[match].entries
+            saved.directories[match].entries = NameTable()
+            moved[match] = entries
+            subscription.loop.pause?.baseline[wd] = entries
+        }
+    }
+
+    /// The state's table for `wd` of a watcher starting from a saved state, once the decoding has
+    /// ended, taken out of its pause (for the listing to update in place); nil while decoding.
+    func takeSavedTable(_ wd: Int32, of subscription: Subscription, waiting: Bool) -> NameTable<KnownDirectory.Known>? {
+        if let load = subscription.stateLoad, !load.isTaken {
+            guard let outcome = waiting ? load.take() : load.takeIfReady() else { return nil }
+            adoptSavedState(outcome, of: subscription)
+        }
+        return subscription.loop.pause?.baseline.removeValue(forKey: wd) ?? NameTable()
     }
 
     /// A tree's directory's path below the watcher's root; empty for the root.
@@ -102,26 +156,17 @@ extension Router {
         return start < path.count ? Array(path[start...]) : []
     }
 
-    /// Ends the pause ``startFromSavedState(_:_:)`` began: once the kernel queue is drained, every
-    /// directory of the watcher is listed and compared with the state.
+    /// Ends the pause ``startFromSavedState(_:)`` began: once the kernel queue is drained, every
+    /// directory of the watcher is listed and compared with the state. A watcher of one directory
+    /// compares the listing with the state as both are read (``restoreListing``); a tree's
+    /// directories are matched with the state's first.
     func resumeFromSavedState(_ subscription: Subscription, queueDrained: Bool = false) {
         assert(services.isOnLoopThread())
-        guard subscription.loop.pause?.standsForStop == true, let saved = subscription.savedState else { return }
+        guard subscription.loop.pause?.standsForStop == true, subscription.stateLoad != nil else { return }
         // A fanotify tree lists its directories after it is ready: all of them first.
         if subscription.loop.tree?.isLazy == true { finishSnapshots(of: subscription) }
-        var byPath: [[UInt8]: SavedDirectories.Directory] = [:]
-        var byInode: [UInt64: SavedDirectories.Directory] = [:]
-        for directory in saved.directories {
-            byPath[directory.path] = directory
-            if directory.inode != 0 { byInode[directory.inode] = directory }
-        }
-        for wd in subscription.loop.descriptors {
-            var match = byPath[[]]
-            if let node = subscription.loop.tree?.node(wd), !node.isRoot {
-                match =
-                    (node.inode != 0 ? byInode[node.inode] : nil) ?? byPath[Self.pathBelowRoot(node, of: subscription)]
-            }
-            subscription.loop.pause?.baseline[wd] = match?.entries ?? NameTable()
+        if subscription.loop.tree != nil || subscription.loop.descriptors.count != 1 {
+            adoptSavedState(of: subscription)
         }
         resume(subscription)
         // Listed now when the queue was just read empty (and no rename half waits), so that

@@ -120,11 +120,17 @@ extension Router {
     /// does not), so it does not matter when the listing was read. An overflow meanwhile is
     /// followed by a rescan.
     func install(_ snapshot: Snapshot?, for request: ListingRequest) {
+        install(listed: snapshot.map { KnownDirectory.entries(of: $0) }, for: request)
+    }
+
+    /// ``install(_:for:)`` with the listing's entries in a table already, in the listing's order
+    /// (``KnownDirectory/listedEntries(_:system:)``).
+    func install(listed entries: NameTable<KnownDirectory.Known>?, for request: ListingRequest) {
         assert(services.isOnLoopThread())
-        guard let pending = listings.pending.removeValue(forKey: request.wd), let snapshot,
+        guard let pending = listings.pending.removeValue(forKey: request.wd), let entries,
             table.watches(request.wd).contains(where: { $0.subscriber.keepsSnapshot && !$0.subscriber.loop.isEnded })
         else { return }
-        let directory = KnownDirectory(snapshot)
+        let directory = KnownDirectory(entries: entries)
         for step in pending.steps {
             switch step {
             case .event(let event): _ = directory.apply(event, at: wallNow)

@@ -56,12 +56,9 @@ final class Subscription: @unchecked Sendable {
     /// Whether a recursive watcher is to use fanotify (see ``Router/subscribeMarked(_:)``).
     let marking: MarkUse
     let gate = DeliveryGate()
-    /// What the watcher was told before it last stopped, when it starts from a saved state:
-    /// set before the subscription reaches the loop.
-    var savedState: SavedDirectories?
-    /// Why the state file could not be used, when the watcher starts from an empty state instead:
-    /// handed over first.
-    var savedStateNotice: DirectoryChange?
+    /// What the watcher was told before it last stopped, when it starts from a saved state (or
+    /// why it starts from none): set before the subscription reaches the loop, taken by the loop.
+    var stateLoad: StateLoad?
     /// Receives the batches. Set once, before the subscription reaches the loop.
     weak var receiver: (any ChangeReceiver)?
     /// Changes handed over and not yet delivered (any thread).
@@ -165,6 +162,9 @@ final class Subscription: @unchecked Sendable {
         /// state (``Router/startFromSavedState(_:_:)``), and what the listings find is marked
         /// ``DirectoryChange/whileStopped``.
         var standsForStop = false
+        /// The start from a saved state is refused (the state could not be used): nothing the
+        /// listings find is reported.
+        var reportsNothing = false
         /// For such a tree: what was known of each removed entry among ``found``, and the status
         /// of each created one, by index (a move between two directories is both).
         var foundMoves: [Int: MoveSide] = [:]

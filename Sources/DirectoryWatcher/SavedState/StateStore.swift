@@ -38,8 +38,9 @@ final class StateStore: @unchecked Sendable {
     enum Start {
         /// No state file: nothing to report; the first state is saved at once.
         case fresh
-        /// The saved state.
-        case saved(SavedDirectories)
+        /// A saved state of the root, its header, version and checksum checked: its directories
+        /// are read by ``decode(_:)``, while the watch starts.
+        case saved(checked: [UInt8])
         /// The file could not be used, and the caller chose to start from an empty state: every
         /// entry is new, after `notice`.
         case replaced(notice: DirectoryWatcherError)
@@ -52,7 +53,8 @@ final class StateStore: @unchecked Sendable {
         do throws(SyscallError) {
             guard let bytes = try system.readFile(path) else { return .fresh }
             do throws(StateFileFormat.Problem) {
-                return .saved(try StateFileFormat.decode(bytes, expectingRoot: root))
+                try StateFileFormat.check(bytes, expectingRoot: root)
+                return .saved(checked: bytes)
             } catch {
                 problem = DirectoryWatcherError(code: .savedStateUnusable, path: path, detail: error.description)
             }
@@ -64,6 +66,23 @@ final class StateStore: @unchecked Sendable {
         }
         guard startsFreshWhenUnusable else { throw problem }
         return .replaced(notice: problem)
+    }
+
+    /// The directories of a state ``load(root:)`` checked; what a start does when they do not
+    /// parse (a checksum that matches a body that does not is the writer's fault, not the
+    /// disk's): refused, or a fresh start with a notice, as the caller chose.
+    func decode(_ checked: [UInt8]) -> StateLoad.Outcome {
+        do throws(StateFileFormat.Problem) {
+            return .state(try StateFileFormat.decodeChecked(checked))
+        } catch {
+            let problem = DirectoryWatcherError(code: .savedStateUnusable, path: path, detail: error.description)
+            return startsFreshWhenUnusable ? .fresh(notice: notice(problem)) : .refused(problem)
+        }
+    }
+
+    /// The notice a fresh start in place of an unusable state begins with.
+    func notice(_ problem: DirectoryWatcherError) -> DirectoryChange {
+        DirectoryChange(kind: .failed, path: path, isDirectory: false, whileStopped: true, error: problem)
     }
 
     /// The number of a state taken now, on the loop (states are written in this order), and

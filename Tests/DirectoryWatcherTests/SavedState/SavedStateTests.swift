@@ -182,6 +182,67 @@ final class SavedStateFileTests: SavedStateTestCase {
         XCTAssertEqual(try start(), [])
     }
 
+    /// Saves a state of one entry, then gives its first entry an unknown kind and the file a
+    /// checksum that matches: a body the writer got wrong, which only its decoding finds (that
+    /// runs while the start lists the directory).
+    private func saveStateWithAMalformedBody() throws -> [UInt8] {
+        directory.touch("a")
+        try start()
+        stop()
+        var bytes = try XCTUnwrap(FileManager.default.contents(atPath: statePath)).map { $0 }
+        var index = 12
+        func varint() -> Int {
+            var value = 0
+            var shift = 0
+            while true {
+                let byte = bytes[index]
+                index += 1
+                value |= Int(byte & 0x7F) << shift
+                if byte < 0x80 { return value }
+                shift += 7
+            }
+        }
+        index += varint()  // the root
+        XCTAssertEqual(varint(), 1, "one directory")
+        XCTAssertEqual(varint(), 0, "the root's own path")
+        index += 8  // its inode
+        XCTAssertEqual(varint(), 1, "one entry")
+        XCTAssertEqual(bytes[index], 0, "a status read by statx")
+        bytes[index] = 7
+        bytes.removeLast(4)
+        withUnsafeBytes(of: CRC32C.checksum(bytes[...]).littleEndian) { bytes.append(contentsOf: $0) }
+        try Data(bytes).write(to: URL(fileURLWithPath: statePath))
+        return bytes
+    }
+
+    func testABodyThatPassesTheChecksumButDoesNotParseIsRefusedReportingNothing() throws {
+        let bytes = try saveStateWithAMalformedBody()
+        directory.touch("b")
+        let seen = LockedChanges()
+        XCTAssertThrowsError(
+            try DirectoryWatcher.watchFolder(path: directory.path, options: options()) { seen.append($0) }
+        ) { error in
+            let error = error as? DirectoryWatcherError
+            XCTAssertEqual(error?.code, .savedStateUnusable)
+            XCTAssertEqual(error?.path, FileSystemPath(statePath))
+            XCTAssertTrue(error?.description.contains("unknown kind 7") ?? false, "\(String(describing: error))")
+        }
+        XCTAssertEqual(seen.all, [], "a refused start reports nothing")
+        XCTAssertEqual(FileManager.default.contents(atPath: statePath).map(Array.init), bytes, "left as it was")
+    }
+
+    func testABodyThatPassesTheChecksumButDoesNotParseCanBeReplacedWithANotice() throws {
+        _ = try saveStateWithAMalformedBody()
+        let b = directory.touch("b")
+        let batch = try start(options(.startFresh))
+        XCTAssertEqual(batch.first?.kind, .failed, "the notice first: \(batch)")
+        XCTAssertEqual(batch.first?.path, FileSystemPath(statePath))
+        XCTAssertTrue(batch.first?.error?.description.contains("unknown kind 7") ?? false, "\(batch)")
+        XCTAssertEqual(Set(batch.dropFirst()), [stopped(.created, directory.url("a")), stopped(.created, b)])
+        stop()
+        XCTAssertEqual(try start(), [], "replaced once that batch was delivered")
+    }
+
     func testAStateThatCannotBeWrittenFailsTheStartAndNamesTheFile() throws {
         let missing = stateFolder.url("no-such-folder/watch.state")
         let options = DirectoryWatcher.Options(savedState: .init(path: missing))
@@ -338,4 +399,13 @@ final class SavedStateFanotifyTreeTests: SavedStateTreeTests {
         try super.testWithNoStateFileNothingIsReportedAndTheFirstStateIsSaved()
         XCTAssertEqual(watcher.backendChoice?.kind, .fanotify)
     }
+}
+
+/// Changes a closure was given, from any thread.
+final class LockedChanges: @unchecked Sendable {
+    private let lock = NSLock()
+    private var changes: [DirectoryChange] = []
+
+    func append(_ batch: [DirectoryChange]) { lock.withLock { changes += batch } }
+    var all: [DirectoryChange] { lock.withLock { changes } }
 }

@@ -1,3 +1,4 @@
+import CDirectoryWatcherShims
 import XCTest
 
 @_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
@@ -73,5 +74,52 @@ final class StateFileFormatTests: XCTestCase {
         version[8] = 2
         XCTAssertEqual(problem(version), .version(2))
         XCTAssertEqual(problem(good, root: "/elsewhere"), .anotherDirectory(root))
+    }
+
+    /// The check value of CRC-32C (RFC 3720's): what another reader of the format computes. The
+    /// processor's instruction and the portable tables agree at every length and alignment.
+    func testTheChecksumIsCRC32COnEveryPath() {
+        XCTAssertEqual(CRC32C.checksum(Array("123456789".utf8)[...]), 0xE306_9283)
+        XCTAssertEqual(CRC32C.checksum([][...]), 0)
+        var generator = SystemRandomNumberGenerator()
+        let bytes = (0..<1_100).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        bytes.withUnsafeBytes { buffer in
+            for start in 0..<9 {
+                for length in [0, 1, 7, 8, 9, 15, 16, 17, 63, 64, 65, 255, 1_000] {
+                    let part = UnsafeRawBufferPointer(rebasing: buffer[start..<(start + length)])
+                    XCTAssertEqual(
+                        cdw_crc32c(0, part.baseAddress, part.count),
+                        cdw_crc32c_portable(0, part.baseAddress, part.count),
+                        "start \(start), length \(length)")
+                }
+            }
+        }
+        // A checksum continued over two parts is the checksum of the whole.
+        let first = cdw_crc32c(0, bytes, 500)
+        let whole = bytes.withUnsafeBytes { cdw_crc32c(0, $0.baseAddress, $0.count) }
+        let continued = bytes.withUnsafeBytes { cdw_crc32c(first, $0.baseAddress! + 500, $0.count - 500) }
+        XCTAssertEqual(continued, whole)
+    }
+
+    /// A body that passes the checksum and does not parse was written wrong, not damaged: the
+    /// check before watching passes it, and its decoding names it malformed.
+    func testABodyThatPassesTheChecksumButDoesNotParseIsMalformed() throws {
+        var bytes = StateFileFormat.encode(sample())
+        // The first entry's tag, made unknown: after the header, the root, the directory count,
+        // the root directory's empty path, its inode and its entry count.
+        let tag = 8 + 4 + 1 + root.bytes.count + 1 + 1 + 8 + 1
+        XCTAssertEqual(bytes[tag], 0)
+        bytes[tag] = 7
+        bytes.removeLast(4)
+        let checksum = CRC32C.checksum(bytes[...])
+        withUnsafeBytes(of: checksum.littleEndian) { bytes.append(contentsOf: $0) }
+        XCTAssertNoThrow(try StateFileFormat.check(bytes, expectingRoot: root))
+        XCTAssertThrowsError(try StateFileFormat.decodeChecked(bytes)) { error in
+            guard case .malformed(let what) = error as? StateFileFormat.Problem else {
+                return XCTFail("not malformed: \(error)")
+            }
+            XCTAssertTrue(what.contains("unknown kind 7"), what)
+        }
+        XCTAssertThrowsError(try decoded(bytes))
     }
 }
