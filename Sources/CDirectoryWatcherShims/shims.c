@@ -3,6 +3,7 @@
 #include "CDirectoryWatcherShims.h"
 #ifdef __linux__
 #include <pthread.h>
+#include <sched.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -199,6 +200,13 @@ int cdw_file_system_id(int fd, uint8_t *id) {
     if (fstatfs(fd, &status) != 0) return -1;
     memcpy(id, &status.f_fsid, 8);
     return 0;
+}
+
+int cdw_usable_cores(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+    int count = CPU_COUNT(&set);
+    return count > 0 ? count : 1;
 }
 
 // MARK: CRC-32C

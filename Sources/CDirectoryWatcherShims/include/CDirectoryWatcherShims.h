@@ -66,6 +66,9 @@ typedef struct {
 /// time) into `status`. Returns 0, or -1 with errno set.
 int cdw_entry_status_at(int directory, const char *name, cdw_entry_status *status);
 
+// The cores this process may run on (its affinity mask's), at least 1.
+int cdw_usable_cores(void);
+
 // CRC-32C (Castagnoli) of `length` bytes, continuing `crc` (0 to begin): the saved state's
 // checksum. SSE4.2's crc32 instruction where the processor has it, else slicing by 8.
 uint32_t cdw_crc32c(uint32_t crc, const void *bytes, size_t length);

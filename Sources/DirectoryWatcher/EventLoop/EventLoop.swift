@@ -151,7 +151,7 @@ public final class EventLoop: @unchecked Sendable {
             isUnchanged: { path, old throws(SyscallError) in try Snapshot.isUnchanged(path, since: old, system: system)
             }, marks: fanotify)
         router.services.visitEntries = { path, visit throws(SyscallError) in
-            try Snapshot.visitEntries(path, system: system, visit)
+            try Snapshot.visitEntriesOnEveryCore(path, system: system, visit)
         }
         fanotify.open = { [unowned self] () throws(SyscallError) -> Int32 in
             let fd = try system.fanotifyInit()

@@ -91,7 +91,7 @@ extension DirectoryWatcher {
             _ = store.openJournal(keeping: false)
             return true
         case .saved(let checked):
-            subscription.stateLoad = StateLoad { store.decode(checked) }
+            subscription.stateLoad = StateLoad(waitingForAsks: store.decodingWaitsForAsks) { store.decode(checked) }
             let journaled = store.openJournal(keeping: true)
             lock.withLock { restoreJournal = journaled }
         case .replaced(let notice):

@@ -81,7 +81,10 @@ final class KnownDirectory {
     /// the next start from it finds each name where it expects it.
     static func listedEntries(_ path: FileSystemPath, system: System) throws(SyscallError) -> NameTable<Known> {
         var entries = NameTable<Known>()
-        try Snapshot.visitEntries(path, system: system) { name, status in
+        try Snapshot.visitEntriesOnEveryCore(
+            path, system: system,
+            expecting: { count, bytes in entries = NameTable(minimumCapacity: count, nameBytes: bytes) }
+        ) { name, status in
             entries.updateValue(.entry(status), forName: name)
         }
         return entries

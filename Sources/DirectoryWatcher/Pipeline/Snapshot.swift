@@ -1,3 +1,6 @@
+import CDirectoryWatcherShims
+import Dispatch
+
 /// A directory's entries at one moment: for each name, what the file system said of the entry
 /// it names. Two snapshots of one directory give the changes between them
 /// (``changes(from:to:in:)``), which is how a watcher recovers exactly what an overflow of the
@@ -48,21 +51,24 @@ struct Snapshot: Equatable, Sendable {
         defer { system.close(fd) }
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 32 * 1024, alignment: 8)
         defer { buffer.deallocate() }
-        var terminated: [UInt8] = []
-        terminated.reserveCapacity(257)
+        // A name is at most 255 bytes (NAME_MAX); copied here with its NUL by memcpy, not by a
+        // generic append, once per entry.
+        var terminated = [UInt8](repeating: 0, count: 257)
         var failure: SyscallError?
         while failure == nil {
             let count = try system.readDirectory(fd, into: buffer)
             if count == 0 { break }
             _ = DirectoryEntryParser.forEach(UnsafeRawBufferPointer(rebasing: buffer[..<count])) { name, _, _ in
                 guard failure == nil else { return }
-                terminated.removeAll(keepingCapacity: true)
-                terminated.append(contentsOf: name)
-                terminated.append(0)
+                let length = min(name.count, 256)
+                terminated.withUnsafeMutableBytes { copy in
+                    if length > 0 { copy.baseAddress!.copyMemory(from: name.baseAddress!, byteCount: length) }
+                    copy[length] = 0
+                }
                 do throws(SyscallError) {
                     // Removed since the listing: left out, as if the listing came a moment later.
                     guard let status = try system.entryStatus(in: fd, terminatedName: terminated) else { return }
-                    body(terminated[..<(terminated.count - 1)], status)
+                    body(terminated[..<length], status)
                 } catch {
                     failure = error
                 }
@@ -70,6 +76,90 @@ struct Snapshot: Equatable, Sendable {
         }
         if let failure { throw failure }
     }
+
+    /// ``visitEntries(_:system:_:)`` for a directory that may be large: its names are read
+    /// first, then given their statuses on every core the process may run on (a large directory
+    /// in slices, which ``LevelWalk`` shares out as it shares a tree's level), and `body` is
+    /// called on this thread in the listing's order. The `statx` per entry is most of a listing's
+    /// time; a directory of fewer than ``parallelListing`` entries, or a process on one core,
+    /// is listed on this thread alone.
+    ///
+    /// `expecting`, when given, is called once before `body`, with the number of names and
+    /// their bytes (for a table sized to them; not called when one core lists as it reads).
+    ///
+    /// `slice` and `sharedFrom` are for tests (a small directory shared out in many slices).
+    static func visitEntriesOnEveryCore(
+        _ path: FileSystemPath, system: System, slice: Int = 256, sharedFrom: Int = parallelListing,
+        expecting: ((_ names: Int, _ bytes: Int) -> Void)? = nil, _ body: (ArraySlice<UInt8>, EntryStatus) -> Void
+    ) throws(SyscallError) {
+        let cores = Int(cdw_usable_cores())
+        guard cores > 1 else { return try visitEntries(path, system: system, body) }
+        let fd = try system.openDirectory(path)
+        defer { system.close(fd) }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 32 * 1024, alignment: 8)
+        defer { buffer.deallocate() }
+        // Each name followed by its NUL, end to end; `ends`, the index past each NUL.
+        var names: [UInt8] = []
+        var ends: [Int] = []
+        while true {
+            let count = try system.readDirectory(fd, into: buffer)
+            if count == 0 { break }
+            _ = DirectoryEntryParser.forEach(UnsafeRawBufferPointer(rebasing: buffer[..<count])) { name, _, _ in
+                names.append(contentsOf: name)
+                names.append(0)
+                ends.append(names.count)
+            }
+        }
+        expecting?(ends.count, names.count - ends.count)
+        let listed = (names: names, ends: ends)
+        let slices = Array(stride(from: 0, to: ends.count, by: slice))
+        let statuses = { @Sendable (first: Int) -> Result<[EntryStatus?], SyscallError> in
+            var result: [EntryStatus?] = []
+            result.reserveCapacity(slice)
+            return listed.names.withUnsafeBufferPointer { names in
+                names.withMemoryRebound(to: CChar.self) { names in
+                    do throws(SyscallError) {
+                        for index in first..<min(first + slice, listed.ends.count) {
+                            let start = index == 0 ? 0 : listed.ends[index - 1]
+                            result.append(try system.entryStatus(in: fd, terminated: names.baseAddress! + start))
+                        }
+                        return .success(result)
+                    } catch {
+                        return .failure(error)
+                    }
+                }
+            }
+        }
+        var failure: SyscallError?
+        func report(_ first: Int, _ result: Result<[EntryStatus?], SyscallError>) {
+            switch result {
+            case .success(let found):
+                guard failure == nil else { return }
+                for (offset, status) in found.enumerated() {
+                    // Removed since the listing: left out, as if the listing came a moment later.
+                    guard let status else { continue }
+                    let index = first + offset
+                    let start = index == 0 ? 0 : listed.ends[index - 1]
+                    body(listed.names[start..<(listed.ends[index] - 1)], status)
+                }
+            case .failure(let error):
+                if failure == nil { failure = error }
+            }
+        }
+        if ends.count < sharedFrom {
+            for first in slices { report(first, statuses(first)) }
+        } else {
+            let work = LevelWalk(slices, statuses)
+            let helpers = DispatchGroup()
+            for _ in 0..<(cores - 1) { DispatchQueue.global().async(group: helpers) { work.walkAll() } }
+            for (index, first) in slices.enumerated() { report(first, work.result(index)) }
+            helpers.wait()
+        }
+        if let failure { throw failure }
+    }
+
+    /// The entries from which a listing is shared out among the cores.
+    static let parallelListing = 4_096
 
     /// Whether the directory at `path` still holds exactly `old`'s entries, each with the same
     /// status: a poll's common case, answered with the calls a listing makes (`getdents64`, a

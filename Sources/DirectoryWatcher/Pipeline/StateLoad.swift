@@ -27,9 +27,19 @@ final class StateLoad: @unchecked Sendable {
         finish(outcome)
     }
 
-    /// An outcome `decode` gives on a worker.
-    init(decoding decode: @escaping @Sendable () -> Outcome) {
-        DispatchQueue.global(qos: .userInitiated).async { [self] in finish(decode()) }
+    /// Under `lock`: how many times the loop asked for the outcome before it was ready.
+    private var asked = 0
+    /// Under `lock`: the loop waits for the outcome, which must then come.
+    private var released = false
+
+    /// An outcome `decode` gives on a worker. For tests, `waitingForAsks`: the decoding starts
+    /// only once the loop has asked that many times and found nothing, so that a listing reads
+    /// entries before the state is there.
+    init(waitingForAsks asks: Int = 0, decoding decode: @escaping @Sendable () -> Outcome) {
+        DispatchQueue.global(qos: .userInitiated).async { [self] in
+            if asks > 0 { lock.withLock { while asked < asks && !released { lock.wait() } } }
+            finish(decode())
+        }
     }
 
     private func finish(_ result: Outcome) {
@@ -47,7 +57,12 @@ final class StateLoad: @unchecked Sendable {
     /// The outcome, once it is ready (nil before); only the first call that finds it gets it.
     func takeIfReady() -> Outcome? {
         lock.withLock { () -> Outcome? in
-            guard isDone, !isTakenStorage else { return nil }
+            guard isDone else {
+                asked += 1
+                lock.broadcast()
+                return nil
+            }
+            guard !isTakenStorage else { return nil }
             return takeLocked()
         }
     }
@@ -55,6 +70,8 @@ final class StateLoad: @unchecked Sendable {
     /// The outcome, waiting for it; nil when it has been taken already.
     func take() -> Outcome? {
         lock.withLock { () -> Outcome? in
+            released = true
+            lock.broadcast()
             while !isDone { lock.wait() }
             guard !isTakenStorage else { return nil }
             return takeLocked()
@@ -72,6 +89,8 @@ final class StateLoad: @unchecked Sendable {
     /// Why the start is refused, waiting for the decoding to end; nil when it is not.
     func refusal() -> DirectoryWatcherError? {
         lock.withLock {
+            released = true
+            lock.broadcast()
             while !isDone { lock.wait() }
             return refusalStorage
         }

@@ -25,6 +25,9 @@ final class StateStore: @unchecked Sendable {
     /// the first byte ever appended, so that trims in between do not shift it.
     private var journalTrimmed = 0
     var journalPath: FileSystemPath { FileSystemPath(bytes: path.bytes + Array(".journal".utf8)) }
+    /// For tests: a start's decoding waits until the loop has asked for it this many times
+    /// (``StateLoad/init(waitingForAsks:decoding:)``).
+    var decodingWaitsForAsks = 0
     /// For tests: replaces the write (a full disk on cue).
     var writeFile: ((FileSystemPath, [UInt8]) throws(SyscallError) -> Void)?
 

@@ -201,6 +201,18 @@ struct System: Sendable {
         }
     }
 
+    /// ``entryStatus(in:name:)`` for a NUL-terminated name in memory the caller holds (a
+    /// listing's names, read first and then given their statuses on several threads).
+    func entryStatus(in fd: Int32, terminated name: UnsafePointer<CChar>) throws(SyscallError) -> EntryStatus? {
+        var status = cdw_entry_status()
+        while true {
+            if calls.entryStatus(fd, name, &status) != -1 { return EntryStatus(status) }
+            let code = Glibc.errno
+            if code == ENOENT { return nil }
+            if code != EINTR { throw SyscallError(function: "statx", errno: code) }
+        }
+    }
+
     /// Closes `fd`. `EINTR` counts as closed: Linux always releases the descriptor, and a retry
     /// could close a descriptor another thread has just been given.
     func close(_ fd: Int32) {

@@ -1,3 +1,4 @@
+import CDirectoryWatcherShims
 import Foundation
 import XCTest
 
@@ -99,6 +100,55 @@ final class SnapshotTests: XCTestCase {
         let failing = System(.live.failing(\.entryStatus, errno: EACCES))
         directory.touch("a")
         XCTAssertThrowsError(try read(system: failing)) { error in
+            XCTAssertEqual(error as? SyscallError, SyscallError(function: "statx", errno: EACCES))
+        }
+    }
+
+    /// The listing shared out among the cores gives what one thread's gives, in the same order:
+    /// a directory shared out in many slices, with entries gone before their status (left out)
+    /// and a status that cannot be read (the listing fails, naming the call).
+    func testAListingOnEveryCoreIsTheListingOfOneThread() throws {
+        let count = 600
+        for index in 0..<count { directory.touch("entry-\(index)") }
+        let path = FileSystemPath(directory.path)
+        func visited(_ body: ((ArraySlice<UInt8>, EntryStatus) -> Void) throws(SyscallError) -> Void) rethrows
+            -> [([UInt8], EntryStatus)]
+        {
+            var entries: [([UInt8], EntryStatus)] = []
+            try body { name, status in entries.append((Array(name), status)) }
+            return entries
+        }
+        let one = try visited { body throws(SyscallError) in try Snapshot.visitEntries(path, system: System(), body) }
+        var expected: (names: Int, bytes: Int)?
+        let every = try visited { body throws(SyscallError) in
+            try Snapshot.visitEntriesOnEveryCore(
+                path, system: System(), slice: 16, sharedFrom: 32, expecting: { expected = ($0, $1) }, body)
+        }
+        XCTAssertEqual(one.count, count)
+        XCTAssertEqual(every.map(\.0), one.map(\.0), "the same names in the same order")
+        XCTAssertEqual(every.map(\.1), one.map(\.1), "the same statuses")
+        if cdw_usable_cores() > 1 {
+            XCTAssertEqual(expected?.names, count)
+            XCTAssertEqual(expected?.bytes, one.reduce(0) { $0 + $1.0.count })
+        }
+
+        let vanishing: Set<String> = ["entry-7", "entry-300", "entry-\(count - 1)"]
+        let gone = System(
+            .live.failing(
+                \.entryStatus, errno: ENOENT, times: vanishing.count,
+                when: { _, name, _ in vanishing.contains(String(cString: name)) }))
+        let left = try visited { body throws(SyscallError) in
+            try Snapshot.visitEntriesOnEveryCore(path, system: gone, slice: 16, sharedFrom: 32, body)
+        }
+        XCTAssertEqual(left.map(\.0), one.map(\.0).filter { !vanishing.contains(String(decoding: $0, as: UTF8.self)) })
+
+        let failing = System(
+            .live.failing(\.entryStatus, errno: EACCES, when: { _, name, _ in String(cString: name) == "entry-410" }))
+        XCTAssertThrowsError(
+            try visited { body throws(SyscallError) in
+                try Snapshot.visitEntriesOnEveryCore(path, system: failing, slice: 16, sharedFrom: 32, body)
+            }
+        ) { error in
             XCTAssertEqual(error as? SyscallError, SyscallError(function: "statx", errno: EACCES))
         }
     }

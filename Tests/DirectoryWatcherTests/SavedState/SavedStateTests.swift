@@ -112,6 +112,42 @@ class SavedStateTests: SavedStateTestCase {
     }
 }
 
+/// A directory compared with a state whose decoding is held back until the listing has begun:
+/// the entries listed before the state is there are kept aside and compared once it is.
+final class SavedStateDecodedLateTests: SavedStateTestCase {
+    func testADirectoryListedBeforeItsStateIsDecodedGetsEachChangeOnce() throws {
+        let count = 300
+        for index in 0..<count { directory.touch("entry-\(index)") }
+        overwrite("entry-30", "abc")
+        try start()
+        letTheFileClockTick()
+        XCTAssertTrue(watcher.stopMonitoring())
+
+        XCTAssertEqual(unlink(directory.url("entry-10")), 0)
+        XCTAssertEqual(rename(directory.url("entry-20"), directory.url("renamed")), 0)
+        overwrite("entry-30", "abcdef")
+        XCTAssertEqual(rename(directory.url("entry-40"), directory.url("entry-41")), 0)
+        let created = directory.touch("created")
+        watcher.stateStore?.decodingWaitsForAsks = 2
+        XCTAssertTrue(try watcher.startMonitoring())
+        let batch = delivered()
+        XCTAssertEqual(
+            Set(batch),
+            [
+                stopped(.removed, directory.url("entry-10")),
+                stopped(.renamed, directory.url("renamed"), from: directory.url("entry-20")),
+                stopped(.modified, directory.url("entry-30")),
+                stopped(.renamed, directory.url("entry-41"), from: directory.url("entry-40")),
+                stopped(.created, created),
+            ])
+        XCTAssertEqual(batch.count, 5, "each once: \(batch)")
+        let live = directory.touch("live")
+        XCTAssertEqual(delivered(), [DirectoryChange(.created, live)], "live, and nothing again")
+        stop()
+        XCTAssertEqual(try start(), [], "nothing changed since the last stop")
+    }
+}
+
 /// The same through a state file that cannot be used, or written.
 final class SavedStateFileTests: SavedStateTestCase {
     /// Saves a state, then makes `damage` of its bytes; the file must then be refused, naming
