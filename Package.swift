@@ -15,6 +15,7 @@ let package = Package(
         .executable(name: "monitor-group", targets: ["monitor-group"]),
         .executable(name: "folder-notifications", targets: ["folder-notifications"]),
         .executable(name: "dirwatch-bench", targets: ["dirwatch-bench"]),
+        .executable(name: "dirwatch-docs", targets: ["dirwatch-docs"]),
     ],
     targets: [
         // epoll and eventfd are not in the Glibc module; this header brings them in.
@@ -64,6 +65,11 @@ let package = Package(
             name: "dirwatch-bench",
             dependencies: ["DirectoryWatcher", "CInotifyFloor", "CBenchSupport"],
             path: "Benchmarks/dirwatch-bench"
+        ),
+        // Writes Docs/man/dirwatch.1 from the manual, Docs/DirectoryWatcher.docc/Dirwatch.md.
+        .executableTarget(
+            name: "dirwatch-docs",
+            dependencies: ["DirWatchCLI"]
         ),
         .testTarget(
             name: "DirectoryWatcherTests",

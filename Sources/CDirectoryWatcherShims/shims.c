@@ -283,4 +283,12 @@ uint32_t cdw_crc32c(uint32_t crc, const void *bytes, size_t length) {
     return cdw_crc32c_portable(crc, bytes, length);
 }
 
+const char *cdw_build_commit(void) {
+#ifdef DIRWATCH_COMMIT
+    return DIRWATCH_COMMIT;
+#else
+    return "";
+#endif
+}
+
 #endif // __linux__

@@ -1,9 +1,12 @@
+import CDirectoryWatcherShims
 import DirectoryWatcher
 
 /// What the command line asks for.
 public enum Invocation: Equatable, Sendable {
     case help
     case version
+    /// `--completions SHELL`: print that shell's completion script.
+    case completions(ShellCompletion)
     case watch(Options)
 }
 
@@ -110,6 +113,12 @@ public func parseArguments(_ arguments: [String]) throws(UsageError) -> Invocati
         switch option.id {
         case .help: return .help
         case .version: return .version
+        case .completions:
+            let text = try optionValue()
+            guard let shell = ShellCompletion(rawValue: text) else {
+                throw UsageError("--completions takes bash, zsh or fish, not '\(text)'")
+            }
+            return .completions(shell)
         case .json: options.json = true
         case .recursive: options.recursive = true
         case .once: options.once = true
@@ -276,4 +285,11 @@ private let usageTail = #"""
     Colour is used when stdout is a terminal and NO_COLOR is not set.
     """#
 
-public let version = "dirwatch 0.1.0 (DirectoryWatcher, inotify + epoll)"
+/// `dirwatch --version`: with the commit it was built from when the build named one
+/// (`-Xcc -DDIRWATCH_COMMIT='"abc123"'`, as Scripts/install does).
+public let version = versionLine(commit: String(cString: cdw_build_commit()))
+
+/// The version line for a build of `commit` ("" when the build named none).
+func versionLine(commit: String) -> String {
+    "dirwatch 0.1.0 (\(commit.isEmpty ? "" : "commit \(commit); ")DirectoryWatcher, inotify + epoll)"
+}

@@ -25,6 +25,12 @@ public enum DirWatch {
             case .version:
                 writeAll(STDOUT_FILENO, Array((version + "\n").utf8))
                 exit(ExitCode.success)
+            case .completions(let shell):
+                // Scripts/install writes the script to a file: a short write must not pass for one.
+                guard writeAll(STDOUT_FILENO, Array(shell.script().utf8)) else {
+                    fail("--completions: cannot write the script: \(String(cString: strerror(errno)))", status: 1)
+                }
+                exit(ExitCode.success)
             case .watch(let parsed):
                 options = parsed
             }

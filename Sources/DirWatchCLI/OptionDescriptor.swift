@@ -1,7 +1,7 @@
 /// One option of `dirwatch`'s command line, as ``OptionDescriptor/table`` lists it: the one
 /// source of what the parser recognizes (``parseArguments(_:)`` looks every option up in the
-/// table) and of the option list in `dirwatch --help` (``OptionDescriptor/helpText(width:)``). Shell
-/// completions and a man page can be made from the same table.
+/// table) and of the option list in `dirwatch --help` (``OptionDescriptor/helpText(width:)``), and of
+/// the shell completions (``ShellCompletion``).
 ///
 /// `--`, the end of the options, is not an option and is not in the table: the parser takes it
 /// before looking anything up.
@@ -9,7 +9,7 @@ public struct OptionDescriptor: Equatable, Sendable {
     /// Which option this is: what the parser does with it.
     public enum ID: CaseIterable, Equatable, Hashable, Sendable {
         case file, event, json, exclude, once, exec, postpone, debounce, restart, grace, recursive, backend, poll
-        case settle, settleMax, state, stateInterval, help, version
+        case settle, settleMax, state, stateInterval, completions, help, version
     }
 
     /// What follows the option on the command line.
@@ -54,10 +54,13 @@ public struct OptionDescriptor: Equatable, Sendable {
     public let needsExec: Bool
     /// What it does, as one paragraph: `--help` wraps it.
     public let help: String
+    /// The words its value is made of, when they are a known few (`--backend`'s names, `--event`'s
+    /// kinds), for completion; empty when the value is free (a path, a number).
+    public let choices: [String]
 
     public init(
         _ id: ID, short: Character? = nil, long: [String], value: Value = .none, needsExec: Bool = false,
-        help: String
+        choices: [String] = [], help: String
     ) {
         precondition(!long.isEmpty, "an option has a long name")
         self.id = id
@@ -66,6 +69,7 @@ public struct OptionDescriptor: Equatable, Sendable {
         self.value = value
         self.needsExec = needsExec
         self.help = help
+        self.choices = choices
     }
 
     /// Every spelling the parser recognizes, with its dashes: the short one first (`-f`,
@@ -99,6 +103,11 @@ public struct OptionDescriptor: Equatable, Sendable {
                 + "directory must (repeatable)"),
         OptionDescriptor(
             .event, short: "E", long: ["event", "events"], value: .required(placeholder: "KINDS"),
+            choices: [
+                "created", "removed", "modified", "attributesChanged", "attributes", "moved", "opened", "accessed",
+                "writerClosed", "readerClosed", "create", "delete", "modify", "attrib", "move", "moved_from",
+                "moved_to", "open", "access", "close_write", "close_nowrite", "close", "all", "default",
+            ],
             help: "print only these kinds of change: a comma-separated list, repeatable (the union is taken), "
                 + "case-insensitive. dirwatch's names: created, removed, modified, attributesChanged (or "
                 + "attributes), moved (renamed, exchanged, movedIn, movedOut), opened, accessed, writerClosed, readerClosed; "
@@ -149,6 +158,7 @@ public struct OptionDescriptor: Equatable, Sendable {
                 + "whatever the tree's size; else through inotify. Said on stderr"),
         OptionDescriptor(
             .backend, long: ["backend"], value: .required(placeholder: "NAME"),
+            choices: ["automatic", "inotify", "fanotify"],
             help: "automatic (the default), inotify, or fanotify (-r only; fails, saying why, where it cannot be "
                 + "used)"),
         OptionDescriptor(
@@ -176,6 +186,10 @@ public struct OptionDescriptor: Equatable, Sendable {
         OptionDescriptor(
             .stateInterval, long: ["state-interval"], value: .required(placeholder: "SECONDS"),
             help: "with --state: save FILE every SECONDS (default 60)"),
+        OptionDescriptor(
+            .completions, long: ["completions"], value: .required(placeholder: "SHELL"),
+            choices: ShellCompletion.allCases.map(\.rawValue),
+            help: "print the completion script for bash, zsh or fish and exit"),
         OptionDescriptor(.help, short: "h", long: ["help"], help: "show this help"),
         OptionDescriptor(.version, short: "V", long: ["version"], help: "show the version"),
     ]

@@ -91,6 +91,7 @@ import Testing
     static let samples: [OptionDescriptor.ID: String] = [
         .file: "a.conf", .event: "created", .exclude: "*.tmp", .debounce: "10", .grace: "1", .backend: "inotify",
         .poll: "2", .settle: "1", .settleMax: "2", .state: "dirwatch.state", .stateInterval: "5",
+        .completions: "bash",
     ]
 
     /// What the table says of each option's value and of --exec is what the parser does.

@@ -120,5 +120,9 @@ int cdw_open_by_handle(int mount_fd, int32_t type, const uint8_t *bytes, uint32_
 /// fstatfs(fd)'s f_fsid, the 8 bytes fanotify's records name the file system by; 0 or -1.
 int cdw_file_system_id(int fd, uint8_t *id);
 
+/// The commit `dirwatch` was built from: the string literal of the DIRWATCH_COMMIT macro, passed
+/// with `-Xcc -DDIRWATCH_COMMIT='"abc123"'` (Scripts/install does); "" when the build names none.
+const char *cdw_build_commit(void);
+
 #endif // __linux__
 #endif
