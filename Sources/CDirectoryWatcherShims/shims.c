@@ -14,6 +14,7 @@
 #include <sys/sysmacros.h>
 #include <sys/mman.h>
 #include <sys/vfs.h>
+#include <sys/ioctl.h>
 #include <sys/fanotify.h>
 #include <string.h>
 #include <stdlib.h>
@@ -289,6 +290,15 @@ const char *cdw_build_commit(void) {
 #else
     return "";
 #endif
+}
+
+int cdw_unread_bytes(int fd) {
+    int unread = 0;
+    return ioctl(fd, FIONREAD, &unread) == 0 ? unread : -1;
+}
+
+int cdw_pipe_hold_one_buffer(int fd) {
+    return fcntl(fd, F_SETPIPE_SZ, (int)sysconf(_SC_PAGESIZE));
 }
 
 #endif // __linux__

@@ -1,6 +1,7 @@
 import DirectoryWatcher
 import Dispatch
 import Glibc
+import Synchronization
 
 /// The `dirwatch` command: parses the arguments, sets up one watcher per directory or file, prints
 /// each batch of changes as it arrives.
@@ -90,13 +91,19 @@ private final class Session: DirectoryWatcherDelegate, @unchecked Sendable {
     private let color: Bool
     private var runner: CommandRunner?
     private var watchers: [DirectoryWatcher] = []
+    /// With `--state` into a pipe: each batch is read by the reader before the next is taken.
+    private let pipeReading: PipeReading?
     /// Guards the state and every write, so a batch is never cut by an exit.
     private let state = Guarded(State())
+    /// A SIGINT or SIGTERM has come. Not under `state`'s lock: a write blocked on a reader that
+    /// stopped reading holds it, and a second signal must still end dirwatch.
+    private let interruptedOnce = Atomic<Bool>(false)
 
     init(options: Options) {
         self.options = options
         let noColor = getenv("NO_COLOR").map { $0.pointee != 0 } ?? false
         self.color = !options.json && isatty(STDOUT_FILENO) == 1 && !noColor
+        self.pipeReading = options.state == nil ? nil : PipeReading(STDOUT_FILENO)
     }
 
     func start() {
@@ -191,18 +198,30 @@ private final class Session: DirectoryWatcherDelegate, @unchecked Sendable {
     /// SIGINT, SIGTERM, taken by the main thread: lets the batch being written finish, stops a
     /// running command, exits with status 0 (4 when the command had to be killed). Another
     /// signal while the command is being stopped kills it at once.
+    ///
+    /// With `--state`, the state is saved first, so that what is printed until then is in it or
+    /// comes again; into a pipe, the save waits for the reader to read what was printed. The stop
+    /// runs off the main thread, which goes back to waiting for signals: when a write or the save
+    /// waits for a reader that has stopped reading, a second signal ends dirwatch at once, unsaved
+    /// (what the reader has not read comes again at the next start).
     func interrupted() {
-        // Saved before printing stops: what is printed until then is in the state, or comes again.
-        if !state.withLock({ $0.stopping }) {
-            for watcher in watchers where options.state != nil {
-                do throws(DirectoryWatcherError) {
-                    try watcher.saveState()
-                } catch {
-                    writeError("dirwatch: \(error)\n")
+        guard !interruptedOnce.exchange(true, ordering: .relaxed) else {
+            if runner == nil { exit(DirWatch.ExitCode.success) }
+            finish(status: DirWatch.ExitCode.success)
+            return
+        }
+        DispatchQueue.global().async { [self] in
+            if options.state != nil && !state.withLock({ $0.stopping }) {
+                for watcher in watchers {
+                    do throws(DirectoryWatcherError) {
+                        try watcher.saveState()
+                    } catch {
+                        writeError("dirwatch: \(error)\n")
+                    }
                 }
             }
+            finish(status: DirWatch.ExitCode.success)
         }
-        finish(status: DirWatch.ExitCode.success)
     }
 
     /// Writes nothing more and exits with `status`, once a running command has been stopped.
@@ -227,10 +246,23 @@ private final class Session: DirectoryWatcherDelegate, @unchecked Sendable {
                 }
             }
         }
-        let exitStatus = state.withLock { state -> Int32? in
+        let written = state.withLock { state -> Bool? in
             if state.stopping { return nil }
             // One write per batch: the batch is flushed at once, and a closed stdout ends us quietly.
-            if !bytes.isEmpty && !writeAll(STDOUT_FILENO, bytes) { return DirWatch.ExitCode.success }
+            return bytes.isEmpty || writeAll(STDOUT_FILENO, bytes)
+        }
+        guard let written else {
+            if !changes.isEmpty { runner?.submit(changes) }
+            return
+        }
+        // Delivered once read: until this returns, no state saved counts this batch. (Outside the
+        // lock: a stop must not wait for a reader that has stopped reading.)
+        if !written || (!bytes.isEmpty && pipeReading?.waitUntilRead() == false) {
+            finish(status: DirWatch.ExitCode.success)
+            return
+        }
+        let exitStatus = state.withLock { state -> Int32? in
+            if state.stopping { return nil }
             state.rootsGone += gone
             if gone > 0, let roots = state.roots, state.rootsGone >= roots { return DirWatch.ExitCode.rootsGone }
             if options.once && !changes.isEmpty && runner == nil { return DirWatch.ExitCode.success }

@@ -114,6 +114,107 @@ class StateEndToEndTests: XCTestCase {
         }
     }
 
+    /// A reader that exits with lines unread in the pipe (a broker's client that reads a line,
+    /// then fails to connect): dirwatch does not count those lines as delivered. It ends without
+    /// saving, and the next start prints them again.
+    func testLinesLeftInThePipeByAReaderThatExitsComeAgain() throws {
+        var run = try start()
+        run.interrupt()
+        XCTAssertEqual(try run.waitForExit(), 0)
+        let names = (0..<50).map { "made-\($0)" }
+        names.forEach(touch)
+
+        // sh's `read` takes one line, byte by byte, and the subshell exits: 49 are left unread.
+        let dirwatch = EndToEndTests.binary.path
+        let pipeline = "\"$0\" --json --state \"$1\" \"$2\" | (read -r line; printf '%s\\n' \"$line\")"
+        run = try Run(URL(fileURLWithPath: "/bin/sh"), ["-c", pipeline, dirwatch, statePath, directory.path])
+        try run.waitUntilEstablished()
+        let first = try run.nextJSON()
+        XCTAssertEqual(first["whileStopped"] as? Bool, true, "\(first)")
+        // dirwatch ends by itself: the pipe's reader is gone.
+        XCTAssertEqual(try run.waitForExit(), 0, run.errorOutput())
+
+        try assertPrintedAgain(names)
+    }
+
+    /// `dirwatch --json --state` into a pipe the test reads by hand, started once the state
+    /// knows the folder and 100 files have been made since: it prints them at once. The pipe's
+    /// reader has read the start of the first line, and stopped reading (a pager left open, a
+    /// stuck client).
+    func startIntoAStalledReader() throws -> (Process, FileHandle, XCTestExpectation, [String]) {
+        let run = try start()
+        run.interrupt()
+        XCTAssertEqual(try run.waitForExit(), 0)
+        let names = (0..<100).map { "made-\($0)" }
+        names.forEach(touch)
+
+        let output = Pipe()
+        let dirwatch = Process()
+        dirwatch.executableURL = EndToEndTests.binary
+        dirwatch.arguments = ["--json", "--state", statePath, directory.path]
+        dirwatch.standardOutput = output
+        dirwatch.standardError = FileHandle.nullDevice
+        let exited = expectation(description: "dirwatch exited")
+        dirwatch.terminationHandler = { _ in exited.fulfill() }
+        try dirwatch.run()
+        let head = try XCTUnwrap(output.fileHandleForReading.read(upToCount: 16))
+        XCTAssertTrue(String(decoding: head, as: UTF8.self).hasPrefix("{"), "\(head)")
+        return (dirwatch, output.fileHandleForReading, exited, names)
+    }
+
+    /// The next start prints each of `names` again, made while stopped.
+    func assertPrintedAgain(_ names: [String], file: StaticString = #filePath, line: UInt = #line) throws {
+        let run = try start()
+        var again: Set<String> = []
+        for _ in names {
+            let change = try run.nextJSON()
+            XCTAssertEqual(change["whileStopped"] as? Bool, true, file: file, line: line)
+            again.insert(URL(fileURLWithPath: try XCTUnwrap(change["path"] as? String)).lastPathComponent)
+        }
+        XCTAssertEqual(again, Set(names), "every line the reader did not read, printed again", file: file, line: line)
+        run.interrupt()
+        XCTAssertEqual(try run.waitForExit(), 0)
+    }
+
+    /// A stop saves once the reader has read what was printed: read to the end, nothing comes again.
+    func testAStopSavesOnceTheReaderHasReadEverything() throws {
+        let (dirwatch, reader, exited, _) = try startIntoAStalledReader()
+        kill(dirwatch.processIdentifier, SIGINT)
+        _ = try reader.readToEnd()  // dirwatch's end closes it
+        wait(for: [exited], timeout: 20)
+        XCTAssertEqual(dirwatch.terminationStatus, 0)
+
+        let run = try start()
+        touch("sentinel")
+        XCTAssertEqual(try run.nextJSON(), ["kind": "created", "path": path("sentinel"), "isDirectory": false])
+        run.interrupt()
+        XCTAssertEqual(try run.waitForExit(), 0)
+    }
+
+    /// A stop does not count what is still in the pipe: when the reader goes away with it,
+    /// dirwatch ends unsaved, and the next start prints those lines again.
+    func testAStopDoesNotSaveLinesTheReaderTookAwayUnread() throws {
+        let (dirwatch, reader, exited, names) = try startIntoAStalledReader()
+        kill(dirwatch.processIdentifier, SIGINT)
+        try reader.close()
+        wait(for: [exited], timeout: 20)
+        XCTAssertEqual(dirwatch.terminationStatus, 0)
+        try assertPrintedAgain(names)
+    }
+
+    /// A stop waiting for a stalled reader does not hang: a second signal ends dirwatch at once,
+    /// unsaved. (Two kinds of signal: a second of the same kind, still pending, would merge.)
+    func testASecondSignalEndsAStopThatWaitsForAStalledReader() throws {
+        let (dirwatch, reader, exited, names) = try startIntoAStalledReader()
+        kill(dirwatch.processIdentifier, SIGINT)
+        kill(dirwatch.processIdentifier, SIGTERM)
+        wait(for: [exited], timeout: 20)
+        XCTAssertEqual(dirwatch.terminationReason, .exit)
+        XCTAssertEqual(dirwatch.terminationStatus, 0)
+        try reader.close()
+        try assertPrintedAgain(names)
+    }
+
     func testStateNeedsOnePath() throws {
         let run = try Run(EndToEndTests.binary, ["--state", statePath, directory.path, directory.path + "/.."])
         XCTAssertEqual(try run.waitForExit(), 2)

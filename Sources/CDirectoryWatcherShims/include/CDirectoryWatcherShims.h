@@ -124,5 +124,14 @@ int cdw_file_system_id(int fd, uint8_t *id);
 /// with `-Xcc -DDIRWATCH_COMMIT='"abc123"'` (Scripts/install does); "" when the build names none.
 const char *cdw_build_commit(void);
 
+/// ioctl(fd, FIONREAD): the bytes written into the pipe `fd` (either end) that its reader has not
+/// read yet; -1 with errno set (ENOTTY: not a pipe or a socket).
+int cdw_unread_bytes(int fd);
+
+/// fcntl(fd, F_SETPIPE_SZ) to one page: the pipe then holds one buffer, so that its writing end
+/// polls writable (POLLOUT) only once the reader has read everything. The new size, or -1 with
+/// errno set (EBUSY: it holds more than a page now).
+int cdw_pipe_hold_one_buffer(int fd);
+
 #endif // __linux__
 #endif
