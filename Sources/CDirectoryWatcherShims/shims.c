@@ -15,6 +15,8 @@
 #include <sys/mman.h>
 #include <sys/vfs.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <sys/fanotify.h>
 #include <string.h>
 #include <stdlib.h>
@@ -295,6 +297,23 @@ const char *cdw_build_commit(void) {
 int cdw_unread_bytes(int fd) {
     int unread = 0;
     return ioctl(fd, FIONREAD, &unread) == 0 ? unread : -1;
+}
+
+int cdw_become_child_subreaper(void) {
+    return prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+}
+
+pid_t cdw_wait_for_a_child(void) {
+    siginfo_t info;
+    memset(&info, 0, sizeof info);
+    return waitid(P_ALL, 0, &info, WEXITED | WNOWAIT) == 0 ? info.si_pid : -1;
+}
+
+int cdw_has_children(void) {
+    siginfo_t info;
+    memset(&info, 0, sizeof info);
+    // WNOHANG: 0 when children are running (si_pid 0) or one has ended; ECHILD when none.
+    return waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) == 0 || errno != ECHILD;
 }
 
 int cdw_pipe_hold_one_buffer(int fd) {

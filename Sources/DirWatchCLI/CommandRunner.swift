@@ -7,6 +7,11 @@ import Glibc
 /// When to run, with what, and when to stop a run is ``ExecController``'s call; this does the
 /// system calls, on one queue.
 ///
+/// dirwatch is a child subreaper: a process a run starts that leaves the run's group or session
+/// (`setsid`, a daemon's double fork) is still below dirwatch, and becomes its child when its
+/// parent ends, so a stop reaches every process of the run (``ProcessTree``), and dirwatch reaps
+/// them all. Runs never overlap, so every process below dirwatch is the current run's.
+///
 /// Each run gets its batch in full as JSON lines on stdin, and its paths in the environment
 /// (``ExecEnvironment``) when they fit there.
 final class CommandRunner: ExecHost, @unchecked Sendable {
@@ -16,8 +21,11 @@ final class CommandRunner: ExecHost, @unchecked Sendable {
     private var controller: ExecController!
 
     // On `queue`.
+    /// The runs' first processes that have not been reaped, and their stdin.
     private var feeders: [pid_t: StdinFeeder] = [:]
     private var whenStopped: (@Sendable (Bool) -> Void)?
+    /// The reaper waits on it while dirwatch has no child; each launch signals it.
+    private let childStarted = DispatchSemaphore(value: 0)
 
     /// `finished` is called with `once` when the one run has ended, with its exit status (128 +
     /// signal when a signal ended it).
@@ -25,6 +33,13 @@ final class CommandRunner: ExecHost, @unchecked Sendable {
         self.argv = argv
         self.finished = finished
         controller = ExecController(configuration: configuration, host: self, scheduler: QueueScheduler(queue: queue))
+        if cdw_become_child_subreaper() != 0 {
+            let reason = String(cString: strerror(errno))
+            writeError(
+                "dirwatch: warning: --exec: a process that leaves the command's group may outlive it: \(reason)\n"
+            )
+        }
+        DispatchQueue(label: "dirwatch.reaper").async { [self] in reap() }
     }
 
     /// Where `program` would be found: itself when it names a path, else the first executable
@@ -75,6 +90,15 @@ final class CommandRunner: ExecHost, @unchecked Sendable {
     func signal(_ pid: pid_t, _ signal: Int32) {
         // The pid is not reaped until `exited` runs on this queue, so the group is still this run's.
         _ = kill(-pid, signal)
+        // Each process that left the group, parents first. For SIGKILL, read again until none is
+        // left: a process forking meanwhile has a child the first reading missed.
+        var rounds = 0
+        while true {
+            let processes = ProcessTree.descendants(of: getpid())
+            for process in processes { _ = kill(process, signal) }
+            rounds += 1
+            if signal != SIGKILL || processes.isEmpty || rounds == 100 { return }
+        }
     }
 
     func launch(_ batch: ExecBatch) -> pid_t? {
@@ -91,7 +115,7 @@ final class CommandRunner: ExecHost, @unchecked Sendable {
         switch spawn(environment: environment) {
         case .success(let (pid, stdin)):
             feeders[pid] = StdinFeeder(fd: stdin, bytes: input, queue: queue)
-            waitForExit(pid)
+            childStarted.signal()
             return pid
         case .failure(let error):
             writeError("dirwatch: cannot run '\(argv[0])': \(String(cString: strerror(error.code)))\n")
@@ -99,19 +123,30 @@ final class CommandRunner: ExecHost, @unchecked Sendable {
         }
     }
 
-    /// Waits on another thread until `pid` has ended, without reaping it (WNOWAIT): it is reaped
-    /// on the queue, so that until the controller knows, its pid and group cannot be reused.
-    private func waitForExit(_ pid: pid_t) {
-        DispatchQueue.global().async { [self] in
-            var info = siginfo_t()
-            while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) == -1 && errno == EINTR {}
-            queue.async { [self] in
-                var status: Int32 = 0
-                while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
-                feeders.removeValue(forKey: pid)?.close()
-                let code = (status & 0x7F) == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
-                controller.exited(pid, status: code)
+    /// On a thread of its own, for ever: waits until a child has ended, without reaping it
+    /// (WNOWAIT), and has it reaped on the queue, so that until the controller knows, a run's pid
+    /// and group cannot be reused. With no child, waits for the next launch.
+    private func reap() {
+        while true {
+            let pid = cdw_wait_for_a_child()
+            if pid > 0 {
+                queue.sync { reaped(pid) }
+            } else if errno == ECHILD {
+                childStarted.wait()
             }
+        }
+    }
+
+    /// On the queue: reaps `pid`, a run's first process or one it left behind.
+    private func reaped(_ pid: pid_t) {
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+        if let feeder = feeders.removeValue(forKey: pid) {
+            feeder.close()
+            let code = (status & 0x7F) == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
+            controller.exited(pid, status: code, othersRemain: cdw_has_children() != 0)
+        } else if feeders.isEmpty && cdw_has_children() == 0 {
+            controller.othersEnded()
         }
     }
 

@@ -46,7 +46,8 @@ protocol ExecHost: AnyObject {
     /// Starts the command with `batch` in a process group of its own; nil (a message written)
     /// when it cannot be started.
     func launch(_ batch: ExecBatch) -> pid_t?
-    /// Sends `signal` to the process group of the run `pid` leads.
+    /// Sends `signal` to every process of the run `pid` leads: its process group, and every
+    /// process it started that left the group or its session (`setsid`, a daemon's double fork).
     func signal(_ pid: pid_t, _ signal: Int32)
     /// With `once`: the one run has ended with `status` (127 when it could not start).
     func onceFinished(status: Int32)
@@ -64,8 +65,12 @@ protocol ExecHost: AnyObject {
 ///   closes joins it, and the run starts when it closes. Runs never overlap: changes that arrive
 ///   during a run wait for its end (and join the batch whose window has closed).
 /// - With `restart`, a batch ready while a run goes stops that run first.
-/// - A run is stopped with SIGTERM to its process group, and SIGKILL `grace` seconds later if
+/// - A run is stopped with SIGTERM to every process of it, and SIGKILL `grace` seconds later if
 ///   it has not ended; a second ``stop()`` sends SIGKILL at once.
+/// - A run is over when every process of it has ended. One whose first process has ended while
+///   others it started go on (a server started in the background, a daemon) goes on for them:
+///   the next ready batch stops them, as `restart` stops a run, before the next run starts; a
+///   stop stops them; with `once`, they are stopped before its status is told.
 ///
 /// Not thread-safe: the runner calls it on one queue, where its scheduler's work runs too.
 final class ExecController: @unchecked Sendable {
@@ -84,6 +89,8 @@ final class ExecController: @unchecked Sendable {
         let number: Int
         var terminating = false
         var killed = false
+        /// The status the first process ended with, while processes it started go on.
+        var leaderStatus: Int32?
     }
 
     private let configuration: Configuration
@@ -153,11 +160,12 @@ final class ExecController: @unchecked Sendable {
         advance()
     }
 
-    /// Starts the ready batch when no run goes; with `restart`, stops the one that does.
+    /// Starts the ready batch when no run goes; with `restart`, or when what goes is only what
+    /// the run's first process left behind, stops the run first.
     private func advance() {
         guard started, !stopping, ready, !pending.isEmpty else { return }
         if let run {
-            if configuration.restart && !run.terminating { terminate() }
+            if (configuration.restart || run.leaderStatus != nil) && !run.terminating { terminate() }
             return
         }
         ready = false
@@ -173,9 +181,31 @@ final class ExecController: @unchecked Sendable {
         run = Run(pid: pid, number: runs)
     }
 
-    /// The run `pid` has ended (and been reaped) with `status`.
-    func exited(_ pid: pid_t, status: Int32) {
+    /// The first process of the run `pid` has ended (and been reaped) with `status`.
+    /// `othersRemain` when processes it started go on: the host then calls ``othersEnded()``
+    /// once they have all ended.
+    func exited(_ pid: pid_t, status: Int32, othersRemain: Bool = false) {
         guard let ended = run, ended.pid == pid else { return }
+        guard !othersRemain else {
+            run?.leaderStatus = status
+            if configuration.once || stopping {
+                // The one run's status waits for them; a stop's SIGTERM has reached them already.
+                if !ended.terminating { terminate() }
+            } else {
+                advance()
+            }
+            return
+        }
+        finish(ended, status: status)
+    }
+
+    /// Every process the run started has ended, after its first one.
+    func othersEnded() {
+        guard let ended = run, let status = ended.leaderStatus else { return }
+        finish(ended, status: status)
+    }
+
+    private func finish(_ ended: Run, status: Int32) {
         run = nil
         if stopping {
             host.stopped(killed: ended.killed)

@@ -130,7 +130,8 @@ public struct OptionDescriptor: Equatable, Sendable {
         OptionDescriptor(
             .exec, short: "x", long: ["exec"], value: .rest(placeholder: "CMD [ARG...]"),
             help: "run CMD with ARGs once at start, then after each batch of changes (never through a shell; runs "
-                + "never overlap, each in a process group of its own). A run gets its batch in full as JSON lines "
+                + "never overlap; a stop reaches every process a run started, in any group or session). A run gets "
+                + "its batch in full as JSON lines "
                 + "on stdin (nothing at start); DIRWATCH_COUNT, how many paths it has; and DIRWATCH_PATHS, the "
                 + "paths, each once, one per line, when they fit (128 KiB; unset otherwise: read stdin). Must come "
                 + "last. A command that writes into a watched directory runs itself again: --exclude what it "
@@ -144,8 +145,8 @@ public struct OptionDescriptor: Equatable, Sendable {
                 + "soon as a batch arrives)"),
         OptionDescriptor(
             .restart, long: ["restart"], needsExec: true,
-            help: "with --exec: stop a run still going (SIGTERM to its process group) and start again, as entr -r "
-                + "does"),
+            help: "with --exec: stop a run still going (SIGTERM to every process of it) and start again, as "
+                + "entr -r does"),
         OptionDescriptor(
             .grace, long: ["grace"], value: .required(placeholder: "SECONDS"), needsExec: true,
             help: "with --exec: a run being stopped (--restart, SIGINT, SIGTERM) gets SIGKILL SECONDS after "

@@ -273,6 +273,91 @@ final class ExecControllerTests: XCTestCase {
         XCTAssertEqual(failing.onceStatus, 127, "a command that cannot start")
     }
 
+    // MARK: - What a run leaves behind
+
+    /// A run whose first process ends while a process it started goes on (a server started in
+    /// the background) goes on for it, without --restart too: nothing is signalled until a batch
+    /// is ready; then it is stopped, SIGKILL after the grace period, and the next run starts only
+    /// once all of it has ended.
+    func testWhatARunLeavesBehindIsStoppedBeforeTheNextRun() {
+        let exec = controller { $0.grace = 2 }
+        exec.start()
+        exec.exited(101, status: 0, othersRemain: true)
+        scheduler.advance(by: 10)
+        XCTAssertEqual(host.signals.count, 0, "left running while nothing is ready")
+        exec.submit([created("/d/a")])
+        scheduler.advance(by: 0.05)
+        XCTAssertEqual(host.signals.map(\.pid), [101])
+        XCTAssertEqual(sent, [SIGTERM])
+        scheduler.advance(by: 2)
+        XCTAssertEqual(sent, [SIGTERM, SIGKILL])
+        XCTAssertEqual(host.launches.count, 1, "not while any of it is left")
+        exec.othersEnded()
+        XCTAssertEqual(host.launches.map(\.paths), [[], ["/d/a"]])
+
+        // Ended within the grace period: no SIGKILL, and the next run's timer is its own.
+        exec.exited(102, status: 0, othersRemain: true)
+        exec.submit([created("/d/b")])
+        scheduler.advance(by: 0.05)
+        exec.othersEnded()
+        scheduler.advance(by: 10)
+        XCTAssertEqual(sent, [SIGTERM, SIGKILL, SIGTERM])
+        XCTAssertEqual(host.launches.count, 3)
+    }
+
+    /// A stop reaches what a run left behind, and is done once all of it has ended.
+    func testAStopStopsWhatARunLeftBehind() {
+        let exec = controller { $0.grace = 1000 }
+        exec.start()
+        exec.exited(101, status: 0, othersRemain: true)
+        exec.stop()
+        XCTAssertEqual(sent, [SIGTERM])
+        XCTAssertNil(host.stoppedKilled)
+        exec.stop()
+        XCTAssertEqual(sent, [SIGTERM, SIGKILL], "a second stop kills at once")
+        exec.othersEnded()
+        XCTAssertEqual(host.stoppedKilled, true)
+
+        // A run whose first process ends while it is being stopped, its other processes still
+        // ending: the stop waits for them.
+        let second = FakeHost()
+        let other = ExecController(configuration: .init(grace: 1000), host: second, scheduler: scheduler)
+        other.start()
+        other.stop()
+        other.exited(101, status: 128 + SIGTERM, othersRemain: true)
+        XCTAssertNil(second.stoppedKilled)
+        XCTAssertEqual(second.signals.map(\.signal), [SIGTERM], "its SIGTERM reached every process already")
+        other.othersEnded()
+        XCTAssertEqual(second.stoppedKilled, false)
+    }
+
+    /// With --once, the one run's status is told once what it left behind has been stopped.
+    func testOnceStopsWhatTheRunLeftBehindBeforeItsStatus() {
+        let exec = controller {
+            $0.once = true
+            $0.grace = 1
+        }
+        exec.start()
+        exec.submit([created("/d/a")])
+        scheduler.advance(by: 0.05)
+        exec.exited(101, status: 3, othersRemain: true)
+        XCTAssertEqual(sent, [SIGTERM])
+        XCTAssertNil(host.onceStatus)
+        exec.othersEnded()
+        XCTAssertEqual(host.onceStatus, 3, "the first process's status")
+    }
+
+    /// The host's word that everything ended counts only after the first process has.
+    func testOthersEndedBeforeTheFirstProcessChangesNothing() {
+        let exec = controller()
+        exec.start()
+        exec.othersEnded()
+        exec.submit([created("/d/a")])
+        scheduler.advance(by: 0.05)
+        XCTAssertEqual(host.launches.count, 1, "the first run goes on")
+        XCTAssertEqual(host.signals.count, 0)
+    }
+
     /// Changes seen before the watches were all in place wait for the start.
     func testNothingRunsBeforeTheStart() {
         let exec = controller { $0.postpone = true }

@@ -227,4 +227,45 @@ class ExecEndToEndTests: XCTestCase {
         XCTAssertEqual(try run.waitForExit(), 4)
         XCTAssertEqual(run.remainingOutput(), "")
     }
+
+    /// Reads a line `prefix N PID` that a process of run N printed, and returns PID.
+    private func processLine(_ run: Run, _ prefix: String, run number: Int) throws -> pid_t {
+        let line = try run.nextLine()
+        let start = "\(prefix) \(number) "
+        XCTAssertTrue(line.hasPrefix(start), line)
+        return try XCTUnwrap(pid_t(line.dropFirst(start.count)), line)
+    }
+
+    /// A command that starts a process in a session of its own (`setsid`) and ends: that process
+    /// goes on while nothing changes, is stopped before the next run starts (no --restart), and
+    /// at dirwatch's stop; none is left.
+    func testAProcessStartedWithSetsidIsStoppedBeforeTheNextRunAndAtTheStop() throws {
+        let script = #"setsid sh -c 'echo "grandchild $DIRWATCH_COUNT $$"; exec sleep 1000' & exit 0"#
+        let run = try dirwatch(["--grace", "5", directory.path, "--exec", "/bin/sh", "-c", script])
+        let first = try processLine(run, "grandchild", run: 0)
+        XCTAssertEqual(getsid(first), first, "it left the command's session")
+        XCTAssertEqual(kill(first, 0), 0, "it outlives the command's first process")
+        touch(path("a"))
+        let second = try processLine(run, "grandchild", run: 1)
+        XCTAssertEqual(kill(first, 0), -1, "the first run's was gone before the second started")
+        run.interrupt()
+        XCTAssertEqual(try run.waitForExit(), 0, "ended on SIGTERM: a clean stop")
+        XCTAssertEqual(kill(second, 0), -1, "none is left after the stop")
+        XCTAssertEqual(run.remainingOutput(), "")
+    }
+
+    /// A daemon made by a double fork (its parent ends at once, so it is nobody's child): with
+    /// --restart, a batch stops it before the next run; SIGTERM to dirwatch stops the last one.
+    func testADoubleForkedDaemonIsStoppedAtARestartAndAtTheStop() throws {
+        let script = #"(sh -c 'echo "daemon $DIRWATCH_COUNT $$"; exec sleep 1000' &); exit 0"#
+        let run = try dirwatch(["--restart", directory.path, "--exec", "/bin/sh", "-c", script])
+        let first = try processLine(run, "daemon", run: 0)
+        touch(path("a"))
+        let second = try processLine(run, "daemon", run: 1)
+        XCTAssertEqual(kill(first, 0), -1, "the first run's daemon was gone before the second started")
+        run.terminate()
+        XCTAssertEqual(try run.waitForExit(), 0)
+        XCTAssertEqual(kill(second, 0), -1, "none is left after the stop")
+        XCTAssertEqual(run.remainingOutput(), "")
+    }
 }

@@ -12,6 +12,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/inotify.h>
+#include <sys/types.h>
 
 // `struct epoll_event` is packed on x86_64; these helpers keep its layout out of Swift.
 
@@ -132,6 +133,18 @@ int cdw_unread_bytes(int fd);
 /// polls writable (POLLOUT) only once the reader has read everything. The new size, or -1 with
 /// errno set (EBUSY: it holds more than a page now).
 int cdw_pipe_hold_one_buffer(int fd);
+
+/// prctl(PR_SET_CHILD_SUBREAPER): the calling process's orphaned descendants (a double fork's
+/// daemon, a child of a `setsid` grandchild whose parent ended) become its children, not init's.
+/// 0, or -1 with errno set.
+int cdw_become_child_subreaper(void);
+
+/// Waits until a child of the calling process has ended, without reaping it (WNOWAIT): its pid,
+/// or -1 with errno set (ECHILD: it has no child).
+pid_t cdw_wait_for_a_child(void);
+
+/// Whether the calling process has a child, running or ended and not yet reaped.
+int cdw_has_children(void);
 
 #endif // __linux__
 #endif
