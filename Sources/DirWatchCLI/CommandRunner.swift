@@ -90,12 +90,13 @@ final class CommandRunner: ExecHost, @unchecked Sendable {
     func signal(_ pid: pid_t, _ signal: Int32) {
         // The pid is not reaped until `exited` runs on this queue, so the group is still this run's.
         _ = kill(-pid, signal)
-        // Each process that left the group, parents first. For SIGKILL, read again until none is
-        // left: a process forking meanwhile has a child the first reading missed.
+        // Each process that left the group (once: a second SIGTERM would run a trap twice),
+        // parents first. For SIGKILL, read again until none is left: a process forking meanwhile
+        // has a child the first reading missed.
         var rounds = 0
         while true {
             let processes = ProcessTree.descendants(of: getpid())
-            for process in processes { _ = kill(process, signal) }
+            for process in processes where process.group != pid || signal == SIGKILL { _ = kill(process.pid, signal) }
             rounds += 1
             if signal != SIGKILL || processes.isEmpty || rounds == 100 { return }
         }

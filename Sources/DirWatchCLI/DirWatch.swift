@@ -83,8 +83,6 @@ private final class Session: DirectoryWatcherDelegate, @unchecked Sendable {
         /// counts as gone, only with its directory.
         var roots: Int?
         var rootsGone = 0
-        /// Set by SIGINT/SIGTERM: nothing more is written.
-        var stopping = false
     }
 
     private let options: Options
@@ -93,8 +91,12 @@ private final class Session: DirectoryWatcherDelegate, @unchecked Sendable {
     private var watchers: [DirectoryWatcher] = []
     /// With `--state` into a pipe: each batch is read by the reader before the next is taken.
     private let pipeReading: PipeReading?
-    /// Guards the state and every write, so a batch is never cut by an exit.
+    /// Guards the state. Never held across a write: a write may wait for a slow reader, and the
+    /// main thread must not wait behind it (it takes the signals).
     private let state = Guarded(State())
+    /// Whether dirwatch is stopping (SIGINT, SIGTERM, the end): nothing more is written. Held
+    /// across each batch's write, so a batch is never cut by an exit.
+    private let output = Guarded(false)
     /// A SIGINT or SIGTERM has come. Not under `state`'s lock: a write blocked on a reader that
     /// stopped reading holds it, and a second signal must still end dirwatch.
     private let interruptedOnce = Atomic<Bool>(false)
@@ -211,7 +213,7 @@ private final class Session: DirectoryWatcherDelegate, @unchecked Sendable {
             return
         }
         DispatchQueue.global().async { [self] in
-            if options.state != nil && !state.withLock({ $0.stopping }) {
+            if options.state != nil && !output.withLock({ $0 }) {
                 for watcher in watchers {
                     do throws(DirectoryWatcherError) {
                         try watcher.saveState()
@@ -226,7 +228,7 @@ private final class Session: DirectoryWatcherDelegate, @unchecked Sendable {
 
     /// Writes nothing more and exits with `status`, once a running command has been stopped.
     private func finish(status: Int32) {
-        state.withLock { $0.stopping = true }
+        output.withLock { $0 = true }
         guard let runner else { exit(status) }
         runner.stop { killed in
             exit(killed && status == DirWatch.ExitCode.success ? DirWatch.ExitCode.commandKilled : status)
@@ -246,8 +248,8 @@ private final class Session: DirectoryWatcherDelegate, @unchecked Sendable {
                 }
             }
         }
-        let written = state.withLock { state -> Bool? in
-            if state.stopping { return nil }
+        let written = output.withLock { stopping -> Bool? in
+            if stopping { return nil }
             // One write per batch: the batch is flushed at once, and a closed stdout ends us quietly.
             return bytes.isEmpty || writeAll(STDOUT_FILENO, bytes)
         }
@@ -261,8 +263,9 @@ private final class Session: DirectoryWatcherDelegate, @unchecked Sendable {
             finish(status: DirWatch.ExitCode.success)
             return
         }
+        let stopping = output.withLock { $0 }
         let exitStatus = state.withLock { state -> Int32? in
-            if state.stopping { return nil }
+            if stopping { return nil }
             state.rootsGone += gone
             if gone > 0, let roots = state.roots, state.rootsGone >= roots { return DirWatch.ExitCode.rootsGone }
             if options.once && !changes.isEmpty && runner == nil { return DirWatch.ExitCode.success }

@@ -162,6 +162,16 @@ class StateEndToEndTests: XCTestCase {
         return (dirwatch, output.fileHandleForReading, exited, names)
     }
 
+    /// Waits for `exited`; a dirwatch still running after 20 s fails the test and is killed, so
+    /// that its status can be read.
+    func waitForExit(_ dirwatch: Process, _ exited: XCTestExpectation) {
+        wait(for: [exited], timeout: 20)
+        if dirwatch.isRunning {
+            kill(dirwatch.processIdentifier, SIGKILL)
+            dirwatch.waitUntilExit()
+        }
+    }
+
     /// The next start prints each of `names` again, made while stopped.
     func assertPrintedAgain(_ names: [String], file: StaticString = #filePath, line: UInt = #line) throws {
         let run = try start()
@@ -181,7 +191,7 @@ class StateEndToEndTests: XCTestCase {
         let (dirwatch, reader, exited, _) = try startIntoAStalledReader()
         kill(dirwatch.processIdentifier, SIGINT)
         _ = try reader.readToEnd()  // dirwatch's end closes it
-        wait(for: [exited], timeout: 20)
+        waitForExit(dirwatch, exited)
         XCTAssertEqual(dirwatch.terminationStatus, 0)
 
         let run = try start()
@@ -197,7 +207,7 @@ class StateEndToEndTests: XCTestCase {
         let (dirwatch, reader, exited, names) = try startIntoAStalledReader()
         kill(dirwatch.processIdentifier, SIGINT)
         try reader.close()
-        wait(for: [exited], timeout: 20)
+        waitForExit(dirwatch, exited)
         XCTAssertEqual(dirwatch.terminationStatus, 0)
         try assertPrintedAgain(names)
     }
@@ -208,7 +218,7 @@ class StateEndToEndTests: XCTestCase {
         let (dirwatch, reader, exited, names) = try startIntoAStalledReader()
         kill(dirwatch.processIdentifier, SIGINT)
         kill(dirwatch.processIdentifier, SIGTERM)
-        wait(for: [exited], timeout: 20)
+        waitForExit(dirwatch, exited)
         XCTAssertEqual(dirwatch.terminationReason, .exit)
         XCTAssertEqual(dirwatch.terminationStatus, 0)
         try reader.close()
