@@ -316,6 +316,10 @@ int cdw_has_children(void) {
     return waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) == 0 || errno != ECHILD;
 }
 
+int cdw_open_no_access_time(void) {
+    return O_NOATIME;
+}
+
 int cdw_pipe_hold_one_buffer(int fd) {
     return fcntl(fd, F_SETPIPE_SZ, (int)sysconf(_SC_PAGESIZE));
 }

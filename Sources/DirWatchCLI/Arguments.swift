@@ -30,6 +30,8 @@ public struct Options: Equatable, Sendable {
     public var backend: DirectoryWatcher.Backend?
     /// With ``settle``: the longest a change waits, in seconds; nil for the library's default.
     public var settleMax: Double?
+    /// With ``settle``: a write that left a file's bytes as they were is not printed.
+    public var compareContent = false
     public var once = false
     /// The command to run after each batch, as argv; nil runs nothing.
     public var exec: [String]?
@@ -122,6 +124,7 @@ public func parseArguments(_ arguments: [String]) throws(UsageError) -> Invocati
         case .json: options.json = true
         case .recursive: options.recursive = true
         case .once: options.once = true
+        case .compareContent: options.compareContent = true
         case .restart: options.restart = true
         case .postpone: options.postpone = true
         case .debounce:
@@ -211,6 +214,7 @@ public func parseArguments(_ arguments: [String]) throws(UsageError) -> Invocati
     if options.state != nil && options.paths.count + options.files.count != 1 {
         throw UsageError("--state keeps the state of one PATH; run one dirwatch per directory")
     }
+    if options.compareContent && options.settle == nil { throw UsageError("--compare-content goes with --settle") }
     if let maximum = options.settleMax {
         guard let settle = options.settle else { throw UsageError("--settle-max goes with --settle") }
         guard maximum >= settle else {

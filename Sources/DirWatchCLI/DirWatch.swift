@@ -118,7 +118,8 @@ private final class Session: DirectoryWatcherDelegate, @unchecked Sendable {
         // The library applies the excludes: in a tree, an excluded directory is never watched.
         let settling = options.settle.map { seconds in
             DirectoryWatcher.Settling(
-                quietPeriod: .seconds(seconds), maximumWait: options.settleMax.map { .seconds($0) })
+                quietPeriod: .seconds(seconds), maximumWait: options.settleMax.map { .seconds($0) },
+                comparesContent: options.compareContent)
         }
         let watchOptions = DirectoryWatcher.Options(
             events: options.events, delivery: .eventLoopThread, recursive: options.recursive,

@@ -9,7 +9,7 @@ public struct OptionDescriptor: Equatable, Sendable {
     /// Which option this is: what the parser does with it.
     public enum ID: CaseIterable, Equatable, Hashable, Sendable {
         case file, event, json, exclude, once, exec, postpone, debounce, restart, grace, recursive, backend, poll
-        case settle, settleMax, state, stateInterval, completions, help, version
+        case settle, settleMax, compareContent, state, stateInterval, completions, help, version
     }
 
     /// What follows the option on the command line.
@@ -177,6 +177,11 @@ public struct OptionDescriptor: Equatable, Sendable {
             .settleMax, long: ["settle-max"], value: .required(placeholder: "SECONDS"),
             help: "with --settle: print a batch at the latest SECONDS after its first change, however busy the "
                 + "directory (default: 10, or four times --settle when that is longer)"),
+        OptionDescriptor(
+            .compareContent, long: ["compare-content"],
+            help: "with --settle: print nothing for a rewrite of the same bytes; each file created or written is "
+                + "read when its batch is due, and a digest kept (a file's first write is printed, and files over "
+                + "64 MiB always are)"),
         OptionDescriptor(
             .state, long: ["state"], value: .required(placeholder: "FILE"),
             help: "keep what has been printed in FILE: started again with it, dirwatch first prints what changed "

@@ -196,6 +196,53 @@ final class EndToEndTests: XCTestCase {
         XCTAssertEqual(try run.waitForExit(), 0)
     }
 
+    /// `--compare-content`: a rewrite of the same bytes prints nothing; other bytes of the same
+    /// size, with the file's times set back, print one `modified`. A file's first write since
+    /// dirwatch started is printed: nothing says what it held before.
+    func testCompareContentPrintsNothingForARewriteOfTheSameBytes() throws {
+        let file = path("out.txt")
+        append("v1", to: file)
+        let run = try Run(
+            Self.binary,
+            ["--settle", "0.05", "--compare-content", "--json", "-E", "created,modified", directory.path])
+        try run.waitUntilEstablished()
+        func rewrite(_ text: String) {
+            let fd = open(file, O_WRONLY | O_TRUNC)
+            XCTAssertGreaterThanOrEqual(fd, 0)
+            XCTAssertEqual(write(fd, text, text.utf8.count), text.utf8.count)
+            close(fd)
+        }
+        let modified: NSDictionary = ["kind": "modified", "path": file, "isDirectory": false]
+        rewrite("v1")
+        XCTAssertEqual(try run.nextJSON(), modified, "the first write seen")
+        rewrite("v1")
+        touch(path("marker"))
+        XCTAssertEqual(
+            try run.nextJSON(), ["kind": "created", "path": path("marker"), "isDirectory": false],
+            "nothing for the same bytes")
+
+        var before = stat()
+        XCTAssertEqual(stat(file, &before), 0)
+        rewrite("v2")
+        var times = [before.st_atim, before.st_mtim]
+        XCTAssertEqual(utimensat(AT_FDCWD, file, &times, 0), 0)
+        var after = stat()
+        XCTAssertEqual(stat(file, &after), 0)
+        XCTAssertEqual(after.st_size, before.st_size)
+        XCTAssertEqual(after.st_mtim.tv_nsec, before.st_mtim.tv_nsec)
+        XCTAssertEqual(try run.nextJSON(), modified, "other bytes, of the same size and time")
+        touch(path("marker 2"))
+        XCTAssertEqual(try run.nextJSON(), ["kind": "created", "path": path("marker 2"), "isDirectory": false])
+        run.interrupt()
+        XCTAssertEqual(try run.waitForExit(), 0)
+    }
+
+    func testCompareContentGoesWithSettle() throws {
+        let run = try Run(Self.binary, ["--compare-content", directory.path])
+        XCTAssertEqual(try run.waitForExit(), 2)
+        XCTAssertTrue(run.errorOutput().contains("--compare-content goes with --settle"), run.errorOutput())
+    }
+
     func testExitsWhenTheLastOfSeveralRootsIsGone() throws {
         let second = directory.appendingPathComponent("second").path
         let first = directory.appendingPathComponent("first").path

@@ -141,7 +141,7 @@ import Testing
                 let value = option.value == .none ? [] : [Self.samples[option.id] ?? ""]
                 let arguments =
                     [name] + value + ["."]
-                    + (option.id == .settleMax
+                    + (option.id == .settleMax || option.id == .compareContent
                         ? ["--settle", "1"] : option.id == .stateInterval ? ["--state", "dirwatch.state"] : [])
                 if option.needsExec {
                     #expect(throws: UsageError("\(name) goes with --exec")) { try parseArguments(arguments) }

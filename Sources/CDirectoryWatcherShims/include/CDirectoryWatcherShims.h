@@ -146,5 +146,8 @@ pid_t cdw_wait_for_a_child(void);
 /// Whether the calling process has a child, running or ended and not yet reaped.
 int cdw_has_children(void);
 
+/// O_NOATIME, a GNU flag the Glibc module does not export.
+int cdw_open_no_access_time(void);
+
 #endif // __linux__
 #endif

@@ -119,6 +119,7 @@ extension DirectoryWatcher {
             pollingInterval: polls ? options.pollingInterval.nanoseconds : nil,
             marking: backend.kind != .fanotify ? .no : options.backend == .fanotify ? .required : .preferred)
         subscription.receiver = self
+        if options.settling?.comparesContent == true { subscription.loop.contents = ContentMemory() }
         return Session(subscription: subscription, lease: lease, backend: backend)
     }
 

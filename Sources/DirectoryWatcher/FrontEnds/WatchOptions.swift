@@ -184,15 +184,29 @@ extension DirectoryWatcher {
         /// entries are reported only by a recursive watch, which sees them go.)
         public var listsRemovedContents: Bool
 
+        /// Whether a write that leaves a file's bytes as they were is dropped; false unless told
+        /// otherwise. With it, each file the watcher sees created or written is read when its
+        /// batch is handed over (after the writer's close), and a digest of its bytes is kept; a
+        /// later ``DirectoryChange/Kind/modified`` of that file whose bytes have the same digest
+        /// is not reported (an editor's or a build's rewrite of the same bytes). The first write
+        /// of a file never seen written is reported: nothing says what it held before. Files over
+        /// 64 MiB are not read, and always reported. See <doc:Settling#Writes-that-change-nothing>.
+        public var comparesContent: Bool
+
         /// - Parameters:
         ///   - quietPeriod: How long the watch must be quiet; more than zero.
         ///   - maximumWait: The longest a change waits; nil for ten seconds, or four times the
         ///     quiet period when that is longer. At least `quietPeriod`.
         ///   - listsRemovedContents: Whether a removed directory's entries are listed too.
-        public init(quietPeriod: Duration, maximumWait: Duration? = nil, listsRemovedContents: Bool = false) {
+        ///   - comparesContent: Whether a write that leaves a file's bytes as they were is dropped.
+        public init(
+            quietPeriod: Duration, maximumWait: Duration? = nil, listsRemovedContents: Bool = false,
+            comparesContent: Bool = false
+        ) {
             self.quietPeriod = quietPeriod
             self.maximumWait = maximumWait ?? max(.seconds(10), quietPeriod * 4)
             self.listsRemovedContents = listsRemovedContents
+            self.comparesContent = comparesContent
         }
 
         /// Why these values cannot be used, or nil.

@@ -56,8 +56,12 @@ extension Router {
     /// Hands a settling watcher's batch over (when due, or `force`d), then the barriers that
     /// waited for it.
     func release(_ subscription: Subscription, force: Bool) {
-        guard let batch = subscription.loop.settler?.take(now: now, force: force) else { return }
+        guard var batch = subscription.loop.settler?.take(now: now, force: force) else { return }
         timed.settling.removeAll { $0 === subscription }
+        if subscription.loop.contents != nil {
+            let system = table.system
+            batch = subscription.loop.contents!.filter(batch) { system.contentDigest(of: $0) }
+        }
         for change in batch where subscription.collect(change) { outbox.dirty.append(subscription) }
         complete(barriers.take(.settling(ObjectIdentifier(subscription))))
     }

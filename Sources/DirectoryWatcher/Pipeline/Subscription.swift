@@ -107,6 +107,8 @@ final class Subscription: @unchecked Sendable {
         var takesAnyBatch = false
         /// For a settling watcher: its changes since its last batch, and when they are due.
         var settler: Settler?
+        /// For a settling watcher that compares content: the digests of the files it saw written.
+        var contents: ContentMemory?
         /// While the watcher is paused: what it had been told, and which directories changed.
         var pause: Pause?
         /// A polled watcher's listings and schedule.

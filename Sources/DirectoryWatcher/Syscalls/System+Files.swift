@@ -1,3 +1,4 @@
+import CDirectoryWatcherShims
 import Glibc
 
 /// Whole files read and replaced, for saved states: a replacement is atomic, and durable once
@@ -92,4 +93,54 @@ extension System {
             written += count
         }
     }
+}
+
+extension System {
+    /// Files larger than this are not read for a digest (``contentDigest(of:)``).
+    static let largestDigestedFile: Int64 = 64 << 20
+
+    /// The size and digest of the regular file at `path`, for a settling watcher that compares
+    /// content (``ContentMemory``); nil when it is not a regular file, cannot be read, is larger
+    /// than ``largestDigestedFile``, or changes size while it is read.
+    ///
+    /// Straight to the C library, as ``readFile(_:)``: the simulated kernel has no file contents
+    /// (a simulated watcher finds no file here, and so drops no write). `O_NONBLOCK`, so that a
+    /// fifo does not hold the loop; `O_NOATIME` where the file's owner allows it, so that the read
+    /// changes nothing a watcher sees but an open and a close.
+    func contentDigest(of path: FileSystemPath) -> ContentDigest? {
+        let flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW
+        var fd = path.withCString { Glibc.open($0, flags | cdw_open_no_access_time()) }
+        if fd == -1 && errno == EPERM { fd = path.withCString { Glibc.open($0, flags) } }
+        guard fd >= 0 else { return nil }
+        defer { Glibc.close(fd) }
+        var status = stat()
+        guard fstat(fd, &status) == 0, status.st_mode & S_IFMT == S_IFREG,
+            status.st_size <= Self.largestDigestedFile
+        else { return nil }
+        var hasher = Hasher()
+        var size: Int64 = 0
+        let chunkSize = 1 << 16
+        let chunk = UnsafeMutableRawBufferPointer.allocate(byteCount: chunkSize, alignment: 16)
+        defer { chunk.deallocate() }
+        while true {
+            let count = Glibc.read(fd, chunk.baseAddress, chunkSize)
+            if count == -1 {
+                if errno == EINTR { continue }
+                return nil
+            }
+            if count == 0 { break }
+            hasher.combine(bytes: UnsafeRawBufferPointer(rebasing: chunk[..<count]))
+            size += Int64(count)
+            if size > Self.largestDigestedFile { return nil }
+        }
+        guard size == status.st_size else { return nil }
+        return ContentDigest(size: size, hash: hasher.finalize())
+    }
+}
+
+/// A file's size and a 64-bit digest of its bytes (Swift's `Hasher`, seeded anew in each
+/// process: digests are compared within one process only, never kept).
+struct ContentDigest: Hashable, Sendable {
+    var size: Int64
+    var hash: Int
 }

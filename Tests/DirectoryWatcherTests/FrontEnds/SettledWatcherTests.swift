@@ -103,6 +103,41 @@ final class SettledWatcherTests: XCTestCase {
         XCTAssertEqual(batches.get(), [[DirectoryChange(.created, path)]])
     }
 
+    /// With comparesContent: a rewrite of the same bytes is not reported; other bytes of the
+    /// same size, with the file's times set back as they were, are.
+    func testARewriteOfTheSameBytesIsNotReportedWhenComparingContent() throws {
+        let watcher = try watch(.init(quietPeriod: .milliseconds(50), comparesContent: true))
+        defer { watcher.invalidate() }
+        let path = directory.touch("config")
+        directory.write("config", "v1")
+        pass(milliseconds: 50)
+        XCTAssertEqual(batches.get(), [[DirectoryChange(.created, path)]])
+
+        directory.touch("config")
+        directory.write("config", "v1")
+        pass(milliseconds: 50)
+        XCTAssertEqual(batches.get().count, 1, "the same bytes: nothing")
+
+        var before = stat()
+        XCTAssertEqual(stat(path, &before), 0)
+        directory.touch("config")
+        directory.write("config", "v2")
+        var times = [before.st_atim, before.st_mtim]
+        XCTAssertEqual(utimensat(AT_FDCWD, path, &times, 0), 0)
+        pass(milliseconds: 50)
+        XCTAssertEqual(batches.get().count, 2)
+        XCTAssertEqual(batches.get().last?.filter { $0.kind == .modified }, [DirectoryChange(.modified, path)])
+
+        // Without the option, the same bytes are a write like any other.
+        let plain = try watch(.init(quietPeriod: .milliseconds(50)))
+        defer { plain.invalidate() }
+        directory.touch("config")
+        directory.write("config", "v2")
+        pass(milliseconds: 50)
+        XCTAssertEqual(batches.get().count, 3, "the plain watcher's batch only")
+        XCTAssertEqual(batches.get().last, [DirectoryChange(.modified, path)])
+    }
+
     func testAWriterThatNeverClosesGetsABatchAtTheMaximumWait() throws {
         let watcher = try watch(.init(quietPeriod: .milliseconds(100), maximumWait: .seconds(1)))
         defer { watcher.invalidate() }
