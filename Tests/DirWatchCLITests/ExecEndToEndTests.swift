@@ -268,4 +268,53 @@ class ExecEndToEndTests: XCTestCase {
         XCTAssertEqual(kill(second, 0), -1, "none is left after the stop")
         XCTAssertEqual(run.remainingOutput(), "")
     }
+
+    /// A `git checkout` between two branches that differ in every one of their files (200 here,
+    /// 2,000 in the stress suite), in a tree watched with `--settle 0.2`: one batch, one run of
+    /// the command, after git has finished (the index's lock holds the batch until git renames
+    /// it away).
+    func testAGitCheckoutIsOneBatchAfterItHasFinished() throws {
+        guard let git = installedProgram("git") else { throw XCTSkip("git is not installed") }
+        let files = scale == .stress ? 2_000 : 200
+        let environment = [
+            "HOME": outside.path, "GIT_CONFIG_NOSYSTEM": "1", "GIT_AUTHOR_NAME": "dirwatch",
+            "GIT_AUTHOR_EMAIL": "dirwatch@example.com", "GIT_COMMITTER_NAME": "dirwatch",
+            "GIT_COMMITTER_EMAIL": "dirwatch@example.com",
+        ]
+        func run(_ arguments: [String]) throws {
+            let result = try runChild(git, ["-C", directory.path] + arguments, environment: environment)
+            XCTAssertEqual(result.status, 0, "git \(arguments.joined(separator: " ")): \(result.errors)")
+        }
+        func writeFiles(_ text: String) {
+            for index in 0..<files {
+                let fd = open(path(String(format: "file-%05d", index)), O_CREAT | O_WRONLY | O_TRUNC, 0o644)
+                XCTAssertEqual(write(fd, text, text.utf8.count), text.utf8.count)
+                close(fd)
+            }
+        }
+        try run(["init", "-q", "-b", "one"])
+        writeFiles("one\n")
+        try run(["add", "-A"])
+        try run(["commit", "-q", "-m", "one"])
+        try run(["checkout", "-q", "-b", "two"])
+        writeFiles("two\n")
+        try run(["commit", "-q", "-a", "-m", "two"])
+        try run(["checkout", "-q", "one"])
+
+        let script = #"echo "batch $DIRWATCH_COUNT""#
+        let dirwatch = try dirwatch([
+            "-r", "--settle", "0.2", "--postpone", "--debounce", "0", directory.path, "--exec", "/bin/sh", "-c", script,
+        ])
+        try run(["checkout", "-q", "two"])
+        let finished = DispatchTime.now().uptimeNanoseconds
+        let line = try dirwatch.nextLine()
+        XCTAssertGreaterThanOrEqual(dirwatch.lastArrival, finished, "after the checkout")
+        let count = try XCTUnwrap(Int(line.dropFirst("batch ".count)), line)
+        XCTAssertGreaterThanOrEqual(count, files, "every file in the one batch: \(line)")
+        // Nothing more: the next run is the next change's.
+        touch(path("sentinel"))
+        XCTAssertEqual(try dirwatch.nextLine(), "batch 1")
+        dirwatch.interrupt()
+        XCTAssertEqual(try dirwatch.waitForExit(), 0)
+    }
 }

@@ -108,7 +108,7 @@ extension DirectoryWatcher {
             Settler(
                 quietPeriod: $0.quietPeriod.nanoseconds, maximumWait: $0.maximumWait.nanoseconds,
                 reportedMask: options.events.eventMask, listsRemovedContents: $0.listsRemovedContents,
-                followsWriters: !polls)
+                followsWriters: !polls, waitsForVersionControl: $0.waitsForVersionControl)
         }
         let subscription = Subscription(
             root: root, mask: options.events.eventMask, entry: entry, target: target,

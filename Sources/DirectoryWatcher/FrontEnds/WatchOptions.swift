@@ -193,16 +193,27 @@ extension DirectoryWatcher {
         /// 64 MiB are not read, and always reported. See <doc:Settling#Writes-that-change-nothing>.
         public var comparesContent: Bool
 
+        /// Whether a version-control operation in a watched tree holds the batch until it is
+        /// over; true unless told otherwise. While `.git/index.lock` (a checkout, a merge, a
+        /// rebase's step, a commit) or Mercurial's `.hg/wlock` exists, having been seen made in
+        /// the tree, the batch waits, as it waits for a writer: it is handed over a quiet period
+        /// after the lock is gone, as one batch, or at ``maximumWait``. The repository's
+        /// `.git` must be in the watched tree and not excluded. See
+        /// <doc:Settling#Version-control-operations>.
+        public var waitsForVersionControl: Bool
+
         /// - Parameters:
         ///   - quietPeriod: How long the watch must be quiet; more than zero.
         ///   - maximumWait: The longest a change waits; nil for ten seconds, or four times the
         ///     quiet period when that is longer. At least `quietPeriod`.
         ///   - listsRemovedContents: Whether a removed directory's entries are listed too.
         ///   - comparesContent: Whether a write that leaves a file's bytes as they were is dropped.
+        ///   - waitsForVersionControl: Whether a version-control operation holds the batch.
         public init(
             quietPeriod: Duration, maximumWait: Duration? = nil, listsRemovedContents: Bool = false,
-            comparesContent: Bool = false
+            comparesContent: Bool = false, waitsForVersionControl: Bool = true
         ) {
+            self.waitsForVersionControl = waitsForVersionControl
             self.quietPeriod = quietPeriod
             self.maximumWait = maximumWait ?? max(.seconds(10), quietPeriod * 4)
             self.listsRemovedContents = listsRemovedContents

@@ -12,6 +12,14 @@
 /// writers: of two writers of one file, the first to close releases it (the quiet period still
 /// holds the batch while the other keeps writing).
 ///
+/// A version-control operation holds the batch too, while its lock exists in the watched tree
+/// (``versionControlLocks``: `.git/index.lock`, which a checkout, a merge, a rebase's steps or a
+/// commit hold while they rewrite the work tree, and Mercurial's `.hg/wlock`): it is seen made,
+/// and done when it is removed or renamed away (git renames it onto the index). So a checkout of
+/// two thousand files, however long it pauses between them, is one batch, a quiet period after
+/// it ends. Like a writer's, the hold ends at the maximum wait (a lock left behind by a crash
+/// holds no batch beyond it).
+///
 /// Event-driven: ``deadline`` is nil while nothing is pending, so a settled watcher costs no
 /// timer and no wake-up while its directory is idle. Pure: time comes in as `now` (nanoseconds of
 /// any monotonic clock), so tests drive it by hand.
@@ -34,18 +42,30 @@ struct Settler {
     /// (`opening`): a writer that has not written yet.
     private(set) var created: Set<FileSystemPath> = []
     private(set) var opening: Set<FileSystemPath> = []
+    /// Version-control locks seen made and not yet gone (when ``waitsForVersionControl``).
+    private(set) var locks: Set<FileSystemPath> = []
     private var firstChange: UInt64 = 0
     private var lastChange: UInt64 = 0
 
     /// Whether a write makes a writer that holds the batch until its close: not for a polled
     /// watcher, which sees no closes (a poll's write only says the file changed).
     let followsWriters: Bool
+    /// Whether a version-control lock holds the batch.
+    let waitsForVersionControl: Bool
+
+    /// The names of the locks a version-control operation holds while it rewrites the work tree,
+    /// as the last two components of their paths.
+    static let versionControlLocks: [(directory: [UInt8], name: [UInt8])] = [
+        (Array(".git".utf8), Array("index.lock".utf8)),
+        (Array(".hg".utf8), Array("wlock".utf8)),
+    ]
 
     init(
         quietPeriod: UInt64, maximumWait: UInt64, reportedMask: UInt32, listsRemovedContents: Bool = false,
-        followsWriters: Bool = true
+        followsWriters: Bool = true, waitsForVersionControl: Bool = true
     ) {
         self.followsWriters = followsWriters
+        self.waitsForVersionControl = waitsForVersionControl
         self.quietPeriod = quietPeriod
         self.maximumWait = max(maximumWait, quietPeriod)
         self.reportedMask = reportedMask
@@ -60,7 +80,7 @@ struct Settler {
     var deadline: UInt64? {
         guard !batch.isEmpty else { return nil }
         let latest = firstChange &+ maximumWait
-        return writers.isEmpty && opening.isEmpty ? min(lastChange &+ quietPeriod, latest) : latest
+        return writers.isEmpty && opening.isEmpty && locks.isEmpty ? min(lastChange &+ quietPeriod, latest) : latest
     }
 
     /// Takes in one change, at `now`. True when it starts a batch. Every change is folded in,
@@ -92,6 +112,7 @@ struct Settler {
         if !force {
             writers = []
             opening = []
+            locks = []
         }
         created = []
         let mask = reportedMask
@@ -104,12 +125,28 @@ struct Settler {
         writers = []
         opening = []
         created = []
+        locks = []
+    }
+
+    /// Whether `path` is a version-control lock's (``versionControlLocks``).
+    static func isVersionControlLock(_ path: FileSystemPath) -> Bool {
+        let bytes = path.bytes
+        return versionControlLocks.contains { directory, name in
+            let suffix = directory.count + 1 + name.count
+            guard bytes.count > suffix else { return false }
+            let start = bytes.count - suffix
+            return bytes[start - 1] == UInt8(ascii: "/")
+                && bytes[start..<(start + directory.count)].elementsEqual(directory)
+                && bytes[start + directory.count] == UInt8(ascii: "/")
+                && bytes[(start + directory.count + 1)...].elementsEqual(name)
+        }
     }
 
     private mutating func follow(_ change: DirectoryChange) {
         switch change.kind {
         case .created where !change.isDirectory:
             created.insert(change.path)
+            if waitsForVersionControl && Self.isVersionControlLock(change.path) { locks.insert(change.path) }
         case .opened:
             if created.remove(change.path) != nil { opening.insert(change.path) }
         case .modified where !change.isDirectory && !change.foundByRescan && followsWriters:
@@ -122,14 +159,16 @@ struct Settler {
         case .readerClosed:
             opening.remove(change.path)
         case .removed, .movedOut:
-            for set in [\Settler.writers, \.created, \.opening] { self[keyPath: set].remove(change.path) }
+            for set in [\Settler.writers, \.created, \.opening, \.locks] { self[keyPath: set].remove(change.path) }
             if change.isDirectory {
-                for set in [\Settler.writers, \.created, \.opening] {
+                for set in [\Settler.writers, \.created, \.opening, \.locks] {
                     self[keyPath: set] = self[keyPath: set].filter { !$0.isBelow(change.path) }
                 }
             }
         case .renamed:
             guard let old = change.oldPath else { return }
+            // A lock renamed away (onto the index) is done.
+            locks = locks.filter { $0 != old && !$0.isBelow(old) }
             for set in [\Settler.writers, \.created, \.opening] {
                 if self[keyPath: set].remove(old) != nil { self[keyPath: set].insert(change.path) }
                 if change.isDirectory {
@@ -155,6 +194,7 @@ struct Settler {
             writers = []
             created = []
             opening = []
+            locks = []
         default:
             break
         }

@@ -138,6 +138,34 @@ final class SettledWatcherTests: XCTestCase {
         XCTAssertEqual(batches.get().last, [DirectoryChange(.modified, path)])
     }
 
+    /// A version-control operation in a watched tree, as git does a checkout, on the test's
+    /// clock: the index's lock made, files written with pauses far longer than the quiet period,
+    /// the lock renamed onto the index. One batch, a quiet period after the rename.
+    func testAVersionControlLockHoldsTheBatchUntilItIsGone() throws {
+        directory.mkdir(".git")
+        let watcher = try watch(.init(quietPeriod: .milliseconds(100)), recursive: true, backend: .inotify)
+        defer { watcher.invalidate() }
+        directory.touch(".git/index.lock")
+        for index in 0..<3 {
+            directory.touch("file-\(index)")
+            directory.write("file-\(index)", "checked out")
+            pass(milliseconds: 500)
+            XCTAssertEqual(batches.get(), [], "nothing while the lock exists")
+        }
+        XCTAssertEqual(rename(directory.url(".git/index.lock"), directory.url(".git/index")), 0)
+        pass(milliseconds: 99)
+        XCTAssertEqual(batches.get(), [])
+        pass(milliseconds: 1)
+        XCTAssertEqual(batches.get().count, 1)
+        XCTAssertEqual(
+            Set(batches.get().first ?? []),
+            [
+                DirectoryChange(.created, directory.url(".git/index")),
+                DirectoryChange(.created, directory.url("file-0")),
+                DirectoryChange(.created, directory.url("file-1")), DirectoryChange(.created, directory.url("file-2")),
+            ])
+    }
+
     func testAWriterThatNeverClosesGetsABatchAtTheMaximumWait() throws {
         let watcher = try watch(.init(quietPeriod: .milliseconds(100), maximumWait: .seconds(1)))
         defer { watcher.invalidate() }

@@ -204,6 +204,71 @@ final class SettlingTests: XCTestCase {
         XCTAssertEqual(settler.take(now: closed + quiet), [.init(.created, "/d/f")])
     }
 
+    // MARK: - Version-control operations
+
+    /// git's checkout: the lock made, files written with pauses longer than the quiet period,
+    /// the index written into the lock and the lock renamed onto it. One batch, a quiet period
+    /// after the rename.
+    func testAGitOperationHoldsTheBatchUntilItsLockIsRenamedAway() {
+        var settler = Settler(
+            quietPeriod: quiet, maximumWait: 10_000 * ms, reportedMask: DirectoryWatcher.Events.default.eventMask)
+        _ = settler.add(.init(.created, "/repo/.git/index.lock"), now: 0)
+        _ = settler.add(.init(.opened, "/repo/.git/index.lock"), now: 0)
+        var now: UInt64 = 0
+        for index in 0..<5 {
+            now += 2 * quiet
+            _ = settler.add(.init(.created, "/repo/file-\(index)"), now: now)
+            _ = settler.add(.init(.writerClosed, "/repo/file-\(index)"), now: now)
+            XCTAssertNil(settler.take(now: now + quiet), "nothing while the lock exists")
+        }
+        _ = settler.add(.init(.modified, "/repo/.git/index.lock"), now: now)
+        _ = settler.add(.init(.writerClosed, "/repo/.git/index.lock"), now: now)
+        XCTAssertNil(settler.take(now: now + 2 * quiet), "the lock closed is not the lock gone")
+        now += 3 * quiet
+        _ = settler.add(.init(.renamed, "/repo/.git/index", from: "/repo/.git/index.lock"), now: now)
+        XCTAssertEqual(settler.deadline, now + quiet)
+        let batch = settler.take(now: now + quiet)
+        XCTAssertEqual(batch?.filter { !$0.path.bytes.starts(with: Array("/repo/.git".utf8)) }.count, 5)
+        XCTAssertTrue(settler.locks.isEmpty)
+    }
+
+    /// Mercurial's `.hg/wlock`, removed when done; a name like a lock's elsewhere holds nothing;
+    /// a watcher that does not wait for version control is not held.
+    func testOtherLocksAndNamesThatAreNotLocks() {
+        var settler = settler()
+        _ = settler.add(.init(.created, "/repo/a"), now: 0)
+        _ = settler.add(.init(.created, "/repo/.hg/wlock"), now: 0)
+        XCTAssertEqual(settler.deadline, maximum, "held to the maximum")
+        _ = settler.add(.init(.removed, "/repo/.hg/wlock"), now: 10 * ms)
+        XCTAssertEqual(settler.deadline, 10 * ms + quiet)
+
+        for path in ["/repo/index.lock", "/repo/x.git/index.lock", "/repo/.git/index.lock.bak", "/.git/index.lock"] {
+            XCTAssertEqual(
+                Settler.isVersionControlLock(FileSystemPath(path)), path == "/.git/index.lock", path)
+        }
+        var plain = Settler(
+            quietPeriod: quiet, maximumWait: maximum, reportedMask: DirectoryWatcher.Events.default.eventMask,
+            waitsForVersionControl: false)
+        _ = plain.add(.init(.created, "/repo/.git/index.lock"), now: 0)
+        XCTAssertEqual(plain.deadline, quiet)
+    }
+
+    /// A lock left by a crash holds no batch past the maximum wait, nor the next; an overflow,
+    /// which may have lost its removal, lets go of it.
+    func testALeftoverLockHoldsNothingPastTheMaximumWait() {
+        var settler = settler()
+        _ = settler.add(.init(.created, "/repo/.git/index.lock"), now: 0)
+        XCTAssertNil(settler.take(now: maximum - 1))
+        XCTAssertNotNil(settler.take(now: maximum))
+        _ = settler.add(.init(.created, "/repo/a"), now: maximum + 1)
+        XCTAssertEqual(settler.deadline, maximum + 1 + quiet)
+
+        var overflowed = self.settler()
+        _ = overflowed.add(.init(.created, "/repo/.git/index.lock"), now: 0)
+        _ = overflowed.add(.init(.overflow, "/repo", directory: true), now: 1)
+        XCTAssertEqual(overflowed.deadline, 1 + quiet)
+    }
+
     func testAWriterThatNeverStopsStillGetsABatchAtTheMaximum() {
         var settler = settler()
         var now: UInt64 = 0
