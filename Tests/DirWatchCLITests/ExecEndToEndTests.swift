@@ -301,7 +301,10 @@ class ExecEndToEndTests: XCTestCase {
         try run(["commit", "-q", "-a", "-m", "two"])
         try run(["checkout", "-q", "one"])
 
-        let script = #"echo "batch $DIRWATCH_COUNT""#
+        // A small batch's paths on the line too: a failure says what came apart.
+        let script =
+            #"if [ "$DIRWATCH_COUNT" -lt 10 ]; then echo "batch $DIRWATCH_COUNT:" $DIRWATCH_PATHS; "#
+            + #"else echo "batch $DIRWATCH_COUNT"; fi"#
         let dirwatch = try dirwatch([
             "-r", "--settle", "0.2", "--postpone", "--debounce", "0", directory.path, "--exec", "/bin/sh", "-c", script,
         ])
@@ -313,7 +316,7 @@ class ExecEndToEndTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(count, files, "every file in the one batch: \(line)")
         // Nothing more: the next run is the next change's.
         touch(path("sentinel"))
-        XCTAssertEqual(try dirwatch.nextLine(), "batch 1")
+        XCTAssertEqual(try dirwatch.nextLine(), "batch 1: \(path("sentinel"))")
         dirwatch.interrupt()
         XCTAssertEqual(try dirwatch.waitForExit(), 0)
     }

@@ -194,9 +194,10 @@ extension DirectoryWatcher {
         public var comparesContent: Bool
 
         /// Whether a version-control operation in a watched tree holds the batch until it is
-        /// over; true unless told otherwise. While `.git/index.lock` (a checkout, a merge, a
-        /// rebase's step, a commit) or Mercurial's `.hg/wlock` exists, having been seen made in
-        /// the tree, the batch waits, as it waits for a writer: it is handed over a quiet period
+        /// over; true unless told otherwise. While a lock of git's (`.git/index.lock` during a
+        /// checkout, a merge, a rebase's step, a commit; any `*.lock` in `.git`) or Mercurial's
+        /// (`.hg/wlock`) exists, having been seen made in the tree, the batch waits, as it waits
+        /// for a writer: it is handed over a quiet period
         /// after the lock is gone, as one batch, or at ``maximumWait``. The repository's
         /// `.git` must be in the watched tree and not excluded. See
         /// <doc:Settling#Version-control-operations>.

@@ -12,10 +12,11 @@
 /// writers: of two writers of one file, the first to close releases it (the quiet period still
 /// holds the batch while the other keeps writing).
 ///
-/// A version-control operation holds the batch too, while its lock exists in the watched tree
-/// (``versionControlLocks``: `.git/index.lock`, which a checkout, a merge, a rebase's steps or a
-/// commit hold while they rewrite the work tree, and Mercurial's `.hg/wlock`): it is seen made,
-/// and done when it is removed or renamed away (git renames it onto the index). So a checkout of
+/// A version-control operation holds the batch too, while one of its locks exists in the watched
+/// tree (``isVersionControlLock(_:)``: `.git/index.lock`, which a checkout, a merge, a rebase's
+/// steps or a commit hold while they rewrite the work tree, then `HEAD.lock` and the branch's
+/// lock as they move them, and Mercurial's): it is seen made, and done when it is removed or
+/// renamed away (git renames each onto the file it replaces). So a checkout of
 /// two thousand files, however long it pauses between them, is one batch, a quiet period after
 /// it ends. Like a writer's, the hold ends at the maximum wait (a lock left behind by a crash
 /// holds no batch beyond it).
@@ -53,12 +54,9 @@ struct Settler {
     /// Whether a version-control lock holds the batch.
     let waitsForVersionControl: Bool
 
-    /// The names of the locks a version-control operation holds while it rewrites the work tree,
-    /// as the last two components of their paths.
-    static let versionControlLocks: [(directory: [UInt8], name: [UInt8])] = [
-        (Array(".git".utf8), Array("index.lock".utf8)),
-        (Array(".hg".utf8), Array("wlock".utf8)),
-    ]
+    /// Mercurial's locks, as the ends of their paths. (git's are every `*.lock` in a `.git`
+    /// directory: ``isVersionControlLock(_:)``.)
+    static let mercurialLocks: [[UInt8]] = [Array("/.hg/wlock".utf8), Array("/.hg/store/lock".utf8)]
 
     init(
         quietPeriod: UInt64, maximumWait: UInt64, reportedMask: UInt32, listsRemovedContents: Bool = false,
@@ -128,17 +126,24 @@ struct Settler {
         locks = []
     }
 
-    /// Whether `path` is a version-control lock's (``versionControlLocks``).
+    /// Whether `path` is a version-control lock: a file named `*.lock` anywhere in a `.git`
+    /// directory (git takes one for each file it replaces: `index.lock` while a checkout, a merge
+    /// or a commit rewrites the work tree, then `HEAD.lock` and a branch's `refs/heads/NAME.lock`
+    /// to move them), or Mercurial's `.hg/wlock` and `.hg/store/lock`.
     static func isVersionControlLock(_ path: FileSystemPath) -> Bool {
         let bytes = path.bytes
-        return versionControlLocks.contains { directory, name in
-            let suffix = directory.count + 1 + name.count
-            guard bytes.count > suffix else { return false }
-            let start = bytes.count - suffix
-            return bytes[start - 1] == UInt8(ascii: "/")
-                && bytes[start..<(start + directory.count)].elementsEqual(directory)
-                && bytes[start + directory.count] == UInt8(ascii: "/")
-                && bytes[(start + directory.count + 1)...].elementsEqual(name)
+        if mercurialLocks.contains(where: { bytes.count > $0.count && bytes.reversed().starts(with: $0.reversed()) }) {
+            return true
+        }
+        let suffix = Array(".lock".utf8)
+        guard bytes.count > suffix.count, bytes.reversed().starts(with: suffix.reversed()) else { return false }
+        let name = path.lastComponent.bytes
+        guard name.count > suffix.count else { return false }
+        let git = Array("/.git/".utf8)
+        let directory = bytes[..<(bytes.count - name.count)]
+        guard directory.count >= git.count else { return false }
+        return (0...(directory.count - git.count)).contains { offset in
+            directory[(directory.startIndex + offset)...].starts(with: git)
         }
     }
 

@@ -242,10 +242,16 @@ final class SettlingTests: XCTestCase {
         _ = settler.add(.init(.removed, "/repo/.hg/wlock"), now: 10 * ms)
         XCTAssertEqual(settler.deadline, 10 * ms + quiet)
 
-        for path in ["/repo/index.lock", "/repo/x.git/index.lock", "/repo/.git/index.lock.bak", "/.git/index.lock"] {
-            XCTAssertEqual(
-                Settler.isVersionControlLock(FileSystemPath(path)), path == "/.git/index.lock", path)
-        }
+        let locks = [
+            "/.git/index.lock", "/repo/.git/HEAD.lock", "/repo/.git/refs/heads/main.lock",
+            "/repo/.git/worktrees/w/index.lock", "/repo/.hg/store/lock",
+        ]
+        let others = [
+            "/repo/index.lock", "/repo/x.git/index.lock", "/repo/.git/index.lock.bak", "/repo/.git/.lock",
+            "/repo/.gitx/a.lock", "/repo/.hg/lock", "/repo/.git",
+        ]
+        for path in locks { XCTAssertTrue(Settler.isVersionControlLock(FileSystemPath(path)), path) }
+        for path in others { XCTAssertFalse(Settler.isVersionControlLock(FileSystemPath(path)), path) }
         var plain = Settler(
             quietPeriod: quiet, maximumWait: maximum, reportedMask: DirectoryWatcher.Events.default.eventMask,
             waitsForVersionControl: false)
