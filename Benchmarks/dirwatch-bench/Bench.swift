@@ -142,6 +142,8 @@ final class Bench {
         var settled99: [Double] = []
         var closes50: [Double] = []
         var closes99: [Double] = []
+        var contentSettled50: [Double] = []
+        var contentCloses50: [Double] = []
 
         for round in 0..<c.rounds {
             // Alternate who goes first, so neither always gets the warmer caches.
@@ -166,6 +168,10 @@ final class Bench {
             settled99.append(percentile(settled, 0.99) / 1000)
             closes50.append(percentile(closes, 0.50) / 1000)
             closes99.append(percentile(closes, 0.99) / 1000)
+            log("round \(round + 1)/\(c.rounds): settled library comparing content beside the floor")
+            let (content, contentCloses) = try settledLatency(round: round, comparingContent: true)
+            contentSettled50.append(percentile(content, 0.50) / 1000)
+            contentCloses50.append(percentile(contentCloses, 0.50) / 1000)
             for contender in watching {
                 log("round \(round + 1)/\(c.rounds): \(contender): burst of \(format(Double(c.burstSize))) creates")
                 let burst = try burst(contender, round: round)
@@ -281,6 +287,11 @@ final class Bench {
                 "settled99",
                 "Settled: a writer's close → callback, beyond the \(c.settledQuietMilliseconds) ms quiet period, p99 "
                     + "(floor: close → IN_CLOSE_WRITE read)", "µs", (.values(settled99), .values(closes99)), .none),
+            figure(
+                "settled50-content",
+                "Settled, comparing content (each 4 KiB file read when its batch is due): a writer's close → "
+                    + "callback, beyond the \(c.settledQuietMilliseconds) ms quiet period, p50 (floor: close → "
+                    + "IN_CLOSE_WRITE read)", "µs", (.values(contentSettled50), .values(contentCloses50)), .none),
             figure("cpu", "CPU per change, burst of \(burstName)", "µs", both(cpu), .ratioAtMost(1.5)),
             figure(
                 "cpu-queue", "CPU per change, burst of \(burstName)\(onQueue)", "µs", both(cpu, .libraryQueue),
@@ -437,12 +448,13 @@ final class Bench {
     /// at the same time: files are written and closed one at a time, each timed from just before
     /// its close to each child's report of it. Returns the library's samples minus its quiet
     /// period (what settling adds beyond the period it promises), and the floor's.
-    private func settledLatency(round: Int) throws(BenchError) -> ([Double], [Double]) {
+    private func settledLatency(round: Int, comparingContent: Bool = false) throws(BenchError) -> ([Double], [Double]) {
         let c = configuration
-        let directory = "\(scratch)/settled-\(round)"
+        let directory = "\(scratch)/settled-\(comparingContent ? "content-" : "")\(round)"
         try Files.makeDirectory(directory)
         defer { Files.remove(directory) }
-        let library = try child(["library-settled", directory, "\(c.settledQuietMilliseconds)"], reports: true)
+        let mode = comparingContent ? "library-settled-content" : "library-settled"
+        let library = try child([mode, directory, "\(c.settledQuietMilliseconds)"], reports: true)
         _ = try library.expectLine(containing: "ready")
         let floor = try child(["floor-closes", directory], reports: true)
         _ = try floor.expectLine(containing: "ready")

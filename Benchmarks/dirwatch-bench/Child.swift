@@ -32,6 +32,10 @@ enum Child {
                 try libraryWatch(
                     directory: arguments[1], reports: true, delivery: .automatic,
                     settling: .init(quietPeriod: .milliseconds(Int(arguments[2]) ?? 20)))
+            case ("library-settled-content", 3):
+                try libraryWatch(
+                    directory: arguments[1], reports: true, delivery: .automatic,
+                    settling: .init(quietPeriod: .milliseconds(Int(arguments[2]) ?? 20), comparesContent: true))
             case ("floor-closes", 2):
                 try floorWatch(directory: arguments[1], reports: true, handOff: false, mask: UInt32(IN_CLOSE_WRITE))
             case ("handoff-watch", 3):
