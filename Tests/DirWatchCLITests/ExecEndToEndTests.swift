@@ -213,13 +213,10 @@ class ExecEndToEndTests: XCTestCase {
     func testRestartKillsARunThatIgnoresSIGTERMBeforeTheNextStarts() throws {
         let script = #"trap '' TERM; echo "run $DIRWATCH_COUNT $$"; exec sleep 1000"#
         let run = try dirwatch(["--restart", "--grace", "0.2", directory.path, "-x", "/bin/sh", "-c", script])
-        let first = try run.nextLine()
-        XCTAssertTrue(first.hasPrefix("run 0 "), first)
-        let firstPID = try XCTUnwrap(pid_t(first.dropFirst("run 0 ".count)), first)
+        let firstPID = try processLine(run, "run", run: 0)
         let changed = DispatchTime.now().uptimeNanoseconds
         touch(path("a"))
-        let second = try run.nextLine()
-        XCTAssertTrue(second.hasPrefix("run 1 "), second)
+        _ = try processLine(run, "run", run: 1)
         let waited = Double(DispatchTime.now().uptimeNanoseconds - changed) / 1e9
         XCTAssertGreaterThanOrEqual(waited, 0.2, "the grace period came first")
         XCTAssertEqual(kill(firstPID, 0), -1, "the first run was gone before the second started")
