@@ -339,10 +339,13 @@ extension Router {
                     move(moved, to: difference.name[...], in: node, of: tree, for: watch.subscriber)
                 } else {
                     treeChanged(
-                        difference.name[...], at: node, appeared: true, for: watch.subscriber, foundByRescan: true)
+                        difference.name[...], at: node, appeared: true, for: watch.subscriber, foundByRescan: true,
+                        told: true)
                 }
             case .created:
-                treeChanged(difference.name[...], at: node, appeared: true, for: watch.subscriber, foundByRescan: true)
+                treeChanged(
+                    difference.name[...], at: node, appeared: true, for: watch.subscriber, foundByRescan: true,
+                    told: true)
             default:
                 break
             }

@@ -6,9 +6,12 @@ extension Router {
     /// A directory appeared in (created, moved in) or left (removed, moved out) the tree
     /// directory `node` of `subscription`.
     /// `retrying`: a directory refused before (``TreeNode/refused``), tried again.
+    /// `told`: the watcher has just been told that the name holds a directory new there (a move
+    /// in, a rename onto it, a creation), which tells a consumer to forget what it knew there.
     func treeChanged(
         _ name: ArraySlice<UInt8>, at node: TreeNode, appeared: Bool, for subscription: Subscription,
-        foundByRescan: Bool, throughLink: Bool = false, reporting: Bool = true, retrying: Bool = false
+        foundByRescan: Bool, throughLink: Bool = false, reporting: Bool = true, retrying: Bool = false,
+        told: Bool = false
     ) {
         guard let tree = subscription.loop.tree, tree.node(node.wd) === node else { return }
         if !tree.unreached.isEmpty { tree.unreached.removeAll { $0.parent === node && $0.name[...] == name } }
@@ -23,6 +26,11 @@ extension Router {
             }
             if let met = node.child(name) {
                 met.metEarlyIn = -1  // met by a walk before this event, which brings it
+                if told {
+                    walkAgain(
+                        met, of: tree, for: subscription, throughLink: throughLink, reporting: reporting,
+                        foundByRescan: foundByRescan)
+                }
                 return
             }
             let path = node.path.appending(bytes: name)
@@ -47,6 +55,40 @@ extension Router {
         }
     }
 
+    /// The watcher was just told that the name of `met`, a directory the tree has a node for
+    /// already (a walk met it first, and reported what it held), holds a directory new there: a
+    /// consumer has forgotten what it held. The same directory (by its watch), what it holds is
+    /// reported again; another one (a rename over an empty directory, which the kernel reports
+    /// as a move in alone), `met` is let go and the newcomer walked. Its path stale (an
+    /// ancestor's rename still to be routed, which is how the event could not be recognised as
+    /// a repeat of the listing), it is tried again at its new path after that rename.
+    private func walkAgain(
+        _ met: TreeNode, of tree: WatchedTree, for subscription: Subscription, throughLink: Bool, reporting: Bool,
+        foundByRescan: Bool
+    ) {
+        guard let parent = met.parent else { return }
+        let step = WalkStep(parent: parent, name: met.name, path: met.path, throughLink: throughLink)
+        let result = walker(for: subscription, reporting: reporting)(step)
+        if result.isWatched, result.handle == nil, result.wd == met.wd {
+            if result.known != nil { expectListingEcho(met.wd) }
+            if reporting { reportContents(of: met, for: subscription, foundByRescan: foundByRescan) }
+            return
+        }
+        if !result.isWatched, let failure = result.failure, failure.errno == ENOENT || failure.errno == ENOTDIR {
+            tree.unreached.append((parent, met.name, reporting, foundByRescan, true))
+            return
+        }
+        for wd in tree.remove(met) { release(wd, for: subscription) }
+        guard
+            let child = adopt(
+                step, result, of: tree, for: subscription, reporting: reporting, foundByRescan: foundByRescan)
+        else { return }
+        let level = integrate(
+            result, at: child, path: step.path, of: tree, for: subscription, reporting: reporting,
+            foundByRescan: foundByRescan)
+        populate(level, of: tree, for: subscription, reporting: reporting, foundByRescan: foundByRescan)
+    }
+
     /// An event about an entry of the tree directory `node`: a directory appeared or left; with
     /// links followed, an entry created may be a link to a directory (the watch is tried: a
     /// system call per entry created, which following links costs), and one removed may have
@@ -60,12 +102,14 @@ extension Router {
                 if event.has(EventMask.attributes) { treeAttributesChanged(event.name, at: node, for: subscription) }
                 return
             }
-            treeChanged(event.name, at: node, appeared: appeared, for: subscription, foundByRescan: false)
+            treeChanged(
+                event.name, at: node, appeared: appeared, for: subscription, foundByRescan: false, told: appeared)
         } else if !appeared, !node.children.isEmpty, event.has(EventMask.delete | EventMask.movedFrom) {
             treeChanged(event.name, at: node, appeared: false, for: subscription, foundByRescan: false)
         } else if appeared, subscription.followsLinks {
             treeChanged(
-                event.name, at: node, appeared: true, for: subscription, foundByRescan: false, throughLink: true)
+                event.name, at: node, appeared: true, for: subscription, foundByRescan: false, throughLink: true,
+                told: true)
         }
     }
 
@@ -158,7 +202,8 @@ extension Router {
                 if let target {
                     treeChanged(
                         to.name, at: target, appeared: true, for: subscription,
-                        foundByRescan: unreached?.foundByRescan ?? false, reporting: unreached?.reporting ?? true)
+                        foundByRescan: unreached?.foundByRescan ?? false, reporting: unreached?.reporting ?? true,
+                        told: true)
                 }
             }
         }
@@ -195,7 +240,7 @@ extension Router {
         for entry in unreached where tree.node(entry.parent.wd) === entry.parent {
             treeChanged(
                 entry.name[...], at: entry.parent, appeared: true, for: subscription,
-                foundByRescan: entry.foundByRescan, reporting: entry.reporting)
+                foundByRescan: entry.foundByRescan, reporting: entry.reporting, told: entry.told)
         }
     }
 

@@ -208,7 +208,7 @@ extension Router {
                 // Removed since it was listed, or an ancestor renamed (or exchanged with a file,
                 // ENOTDIR): then the rename's event is still to come, and the directory is tried
                 // again at its new path after it.
-                tree.unreached.append((step.parent, step.name, reporting, foundByRescan))
+                tree.unreached.append((step.parent, step.name, reporting, foundByRescan, false))
             }
             if failure.errno == EACCES || failure.errno == EPERM {
                 // Tried again when its attributes change; still refused, it was said already.
@@ -256,7 +256,7 @@ extension Router {
 
     /// Reports what a directory of the tree met again at a new path holds, as created: what the
     /// watcher knows of it and of each directory below it, parents first.
-    private func reportContents(of node: TreeNode, for subscription: Subscription, foundByRescan: Bool) {
+    func reportContents(of node: TreeNode, for subscription: Subscription, foundByRescan: Bool) {
         guard subscription.mask & EventMask.create != 0 else { return }
         var stack = [node]
         while let next = stack.popLast() {

@@ -12,7 +12,9 @@ final class WatchedTree {
     /// Directories a listing found that could not be opened by the path they were found at (an
     /// ancestor renamed meanwhile, most often): tried again, at their parent's new path, after the
     /// next rename inside the tree. `reporting`: their entries are to be reported as created.
-    var unreached: [(parent: TreeNode, name: [UInt8], reporting: Bool, foundByRescan: Bool)] = []
+    /// `told`: the watcher was told the name holds a directory new there, whose node the tree
+    /// had already (``Router/treeChanged``).
+    var unreached: [(parent: TreeNode, name: [UInt8], reporting: Bool, foundByRescan: Bool, told: Bool)] = []
     /// Its directories get nodes as they are met (a fanotify tree: one mark covers them all, so
     /// a directory without a node is still seen): a directory renamed inside the tree with no
     /// node has nothing to follow, and is no news of its entries.
