@@ -32,6 +32,8 @@ public struct Options: Equatable, Sendable {
     public var settleMax: Double?
     /// With ``settle``: a write that left a file's bytes as they were is not printed.
     public var compareContent = false
+    /// Leave out what git ignores (``DirectoryWatcher/Options/gitignore``).
+    public var gitignore = false
     public var once = false
     /// The command to run after each batch, as argv; nil runs nothing.
     public var exec: [String]?
@@ -125,6 +127,7 @@ public func parseArguments(_ arguments: [String]) throws(UsageError) -> Invocati
         case .recursive: options.recursive = true
         case .once: options.once = true
         case .compareContent: options.compareContent = true
+        case .gitignore: options.gitignore = true
         case .restart: options.restart = true
         case .postpone: options.postpone = true
         case .debounce:

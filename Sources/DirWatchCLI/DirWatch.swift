@@ -123,7 +123,7 @@ private final class Session: DirectoryWatcherDelegate, @unchecked Sendable {
         }
         let watchOptions = DirectoryWatcher.Options(
             events: options.events, delivery: .eventLoopThread, recursive: options.recursive,
-            excludes: options.excludes, settling: settling,
+            excludes: options.excludes, gitignore: options.gitignore, settling: settling,
             backend: options.poll == nil ? options.backend ?? .automatic : .polling,
             pollingInterval: .seconds(options.poll ?? 1),
             savedState: options.state.map {

@@ -8,7 +8,8 @@
 public struct OptionDescriptor: Equatable, Sendable {
     /// Which option this is: what the parser does with it.
     public enum ID: CaseIterable, Equatable, Hashable, Sendable {
-        case file, event, json, exclude, once, exec, postpone, debounce, restart, grace, recursive, backend, poll
+        case file, event, json, exclude, gitignore, once, exec, postpone, debounce, restart, grace, recursive, backend,
+            poll
         case settle, settleMax, compareContent, state, stateInterval, completions, help, version
     }
 
@@ -123,6 +124,13 @@ public struct OptionDescriptor: Equatable, Sendable {
             .exclude, short: "e", long: ["exclude"], value: .required(placeholder: "GLOB"),
             help: "ignore changes whose name, or path below the watched directory, matches GLOB (fnmatch(3); "
                 + "repeatable)"),
+        OptionDescriptor(
+            .gitignore, long: ["gitignore"],
+            help: "leave out what git ignores: the .gitignore files in and above each PATH, "
+                + ".git/info/exclude and the global excludes file, read as git reads them. With -r, an ignored "
+                + "directory is never watched or listed; a .gitignore edited while watching is read again, what "
+                + "it lets in printed as movedIn (and watched), what it now ignores as movedOut. .git itself is "
+                + "not ignored by git's rules: add --exclude .git"),
         OptionDescriptor(
             .once, short: "1", long: ["once"],
             help: "exit 0 after the first batch of changes; with --exec, once the command has run for it (not at "

@@ -446,6 +446,32 @@ final class EndToEndTests: XCTestCase {
         XCTAssertEqual(try run.waitForExit(), 0)
     }
 
+    /// `--gitignore`: what the repository's `.gitignore` lists is never printed, an ignored
+    /// directory is not watched, and an edit of the file lets a directory in at once.
+    func testGitignoreLeavesOutWhatGitIgnoresAndFollowsItsEdits() throws {
+        for made in [".git", "build", "src"] { XCTAssertEqual(mkdir(path(made), 0o755), 0) }
+        XCTAssertTrue(FileManager.default.createFile(atPath: path(".gitignore"), contents: Data("build/\n*.o\n".utf8)))
+        let run = try Run(Self.binary, ["-r", "--gitignore", "--exclude", ".git", "--json", directory.path])
+        try run.waitUntilEstablished()
+        touch(path("build/out"))
+        touch(path("src/main.o"))
+        touch(path("src/main.c"))
+        XCTAssertEqual(try run.nextJSON(), ["kind": "created", "path": path("src/main.c"), "isDirectory": false])
+        XCTAssertTrue(FileManager.default.createFile(atPath: path(".gitignore"), contents: Data("*.o\n".utf8)))
+        var lines: [NSDictionary] = []
+        while !lines.contains(where: { $0["path"] as? String == path("build/out") }) {
+            lines.append(try run.nextJSON())
+        }
+        let movedIn: NSDictionary = ["kind": "movedIn", "path": path("build"), "isDirectory": true]
+        let created: NSDictionary = ["kind": "created", "path": path("build/out"), "isDirectory": false]
+        XCTAssertTrue(lines.contains(movedIn), "\(lines)")
+        XCTAssertTrue(lines.contains(created), "\(lines)")
+        touch(path("build/later"))
+        XCTAssertEqual(try run.nextJSON(), ["kind": "created", "path": path("build/later"), "isDirectory": false])
+        run.interrupt()
+        XCTAssertEqual(try run.waitForExit(), 0)
+    }
+
     func testOnceExitsAfterTheFirstBatch() throws {
         let run = try Run(Self.binary, ["--once", "--json", directory.path])
         try run.waitUntilEstablished()

@@ -63,7 +63,7 @@ extension DirectoryWatcher {
                     reason: "\(directory) is on \(kind.name), whose changes made elsewhere inotify does not see",
                     warning: nil)
             }
-            if tree && !options.followsSymbolicLinks && kind.visibility != .virtual {
+            if tree && !options.followsSymbolicLinks && !options.gitignore && kind.visibility != .virtual {
                 // Tried on the loop; a refusal (no capability, no file handles) falls back to
                 // inotify with the reason, which the subscribe puts in the session.
                 return BackendChoice(
@@ -74,7 +74,9 @@ extension DirectoryWatcher {
             return BackendChoice(
                 kind: .inotify, interval: nil, fileSystem: kind.name,
                 reason: "\(directory) is on \(kind.name), a local file system"
-                    + (tree && options.followsSymbolicLinks ? "; fanotify does not follow symbolic links" : ""),
+                    + (tree && options.followsSymbolicLinks ? "; fanotify does not follow symbolic links" : "")
+                    + (tree && options.gitignore
+                        ? "; a tree that leaves out what git ignores is watched through inotify" : ""),
                 warning: warning)
         }
     }

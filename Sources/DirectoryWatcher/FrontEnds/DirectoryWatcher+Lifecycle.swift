@@ -104,6 +104,13 @@ extension DirectoryWatcher {
                 code: .invalidOption, path: FileSystemPath(givenPath),
                 detail: "a saved state is not kept by a polled watcher yet, and \(backend.reason)")
         }
+        if options.gitignore && backend.kind == .fanotify {
+            lease.release()
+            throw DirectoryWatcherError(
+                code: .invalidOption, path: FileSystemPath(givenPath),
+                detail: "a tree that leaves out what git ignores is watched through inotify, and fanotify was asked for"
+            )
+        }
         let settler = options.settling.map {
             Settler(
                 quietPeriod: $0.quietPeriod.nanoseconds, maximumWait: $0.maximumWait.nanoseconds,
@@ -114,6 +121,11 @@ extension DirectoryWatcher {
             root: root, mask: options.events.eventMask, entry: entry, target: target,
             keepsSnapshot: options.recovery == .exact, recursive: options.recursive && !watchesFile,
             exclusions: Exclusions(options.excludes + stateExclusions(below: root)),
+            gitIgnores: options.gitignore && !watchesFile
+                ? GitIgnoreState.load(
+                    root: root, recursive: options.recursive, system: lease.loop.system
+                ) { getenv($0).map { String(cString: $0) } }
+                : nil,
             followsLinks: options.followsSymbolicLinks, settler: settler,
             limit: backlog.limit, strictLimit: backlog.isStrict, acknowledgesLater: backlog.acknowledgesLater,
             pollingInterval: polls ? options.pollingInterval.nanoseconds : nil,

@@ -41,6 +41,19 @@ extension DirectoryWatcher {
         /// events. Empty unless told otherwise.
         public var excludes: [String]
 
+        /// Whether what git ignores is left out, as the repository's ignore files say: the
+        /// `.gitignore` files of the watched directory, of those below it and of those above it
+        /// up to the top of its work tree, the repository's `.git/info/exclude` and the user's
+        /// global excludes file (`core.excludesFile`), read as git reads them (nested files,
+        /// `!`, a trailing `/`, anchored patterns, `**`). An ignored directory of a tree is never
+        /// watched or listed; no change about an ignored entry is reported. A `.gitignore` that
+        /// changes while watching is read again: what it no longer ignores is reported as moved
+        /// in (a directory watched and what it holds reported), what it now ignores as moved out
+        /// (a directory let go). The `.git` directory itself is not ignored by git's rules: add
+        /// it to ``excludes`` to leave it out. A tree is then watched through inotify. False
+        /// unless told otherwise. See <doc:WatchingATree>.
+        public var gitignore: Bool
+
         /// In a recursive watch, whether a symbolic link to a directory is followed and the
         /// directory it leads to watched as part of the tree (changes in it carry the link's
         /// path); false unless told otherwise, so that a link can neither make a loop nor pull in
@@ -73,7 +86,8 @@ extension DirectoryWatcher {
 
         public init(
             events: Events = .default, delivery: Delivery = .automatic, recovery: Recovery = .exact,
-            recursive: Bool = false, excludes: [String] = [], followsSymbolicLinks: Bool = false,
+            recursive: Bool = false, excludes: [String] = [], gitignore: Bool = false,
+            followsSymbolicLinks: Bool = false,
             settling: Settling? = nil, backend: Backend = .automatic, pollingInterval: Duration = .seconds(1),
             savedState: SavedState? = nil
         ) {
@@ -86,6 +100,7 @@ extension DirectoryWatcher {
             self.recovery = recovery
             self.recursive = recursive
             self.excludes = excludes
+            self.gitignore = gitignore
             self.followsSymbolicLinks = followsSymbolicLinks
         }
     }

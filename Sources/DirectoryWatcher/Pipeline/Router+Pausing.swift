@@ -134,12 +134,18 @@ extension Router {
             guard ChangeTranslation.selects(watch.mask, difference.kind),
                 watch.covers(difference.name[...]) || (difference.oldName.map { watch.covers($0[...]) } ?? false)
             else { continue }
-            let change = DirectoryChange(
+            var change = DirectoryChange(
                 kind: difference.kind, path: watch.path(of: difference.name[...]),
                 oldPath: difference.oldName.map { watch.path(of: $0[...]) },
                 isDirectory: difference.isDirectory, whilePaused: !stopped, whileStopped: stopped)
             if let exclusions = subscription.exclusions, exclusions.excludes(change, under: subscription.root) {
                 continue
+            }
+            if subscription.gitIgnores != nil {
+                guard let kept = gitFiltered(change, for: subscription) else { continue }
+                change = kept
+                change.whilePaused = !stopped
+                change.whileStopped = stopped
             }
             subscription.loop.pause?.found.append(change)
             // Across restarts, a tree's entry moved from one of its directories to another is a

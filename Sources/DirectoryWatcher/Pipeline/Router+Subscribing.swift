@@ -183,6 +183,7 @@ extension Router {
 
     /// Takes `subscription` off the kernel watch `wd`.
     func release(_ wd: Int32, for subscription: Subscription) {
+        subscription.gitIgnores?.forget(wd)
         if table.remove(subscription, from: wd) && !MarkedDescriptors.contains(wd) { table.backend.unwatch(wd) }
         // Kept while a watcher of the directory keeps snapshots (a notice-only watcher that
         // stays has no use for it).

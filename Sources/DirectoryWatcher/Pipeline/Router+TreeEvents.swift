@@ -35,6 +35,7 @@ extension Router {
             }
             let path = node.path.appending(bytes: name)
             if let exclusions = subscription.exclusions, exclusions.excludes(path, under: subscription.root) { return }
+            if subscription.gitIgnores != nil, gitIgnores(path, isDirectory: true, for: subscription) { return }
             if tree.isLazy, created(name, at: node, of: tree, for: subscription) { return }
             var step = WalkStep(parent: node, name: Array(name), path: path, throughLink: throughLink)
             step.retrying = retrying
@@ -218,6 +219,8 @@ extension Router {
         guard !target.isInside(moved) else { return }
         if let exclusions = subscription.exclusions,
             exclusions.excludes(target.path.appending(bytes: name), under: subscription.root)
+                || (subscription.gitIgnores != nil
+                    && gitIgnores(target.path.appending(bytes: name), isDirectory: true, for: subscription))
         {
             for wd in tree.remove(moved) { release(wd, for: subscription) }
         } else {

@@ -42,6 +42,9 @@ extension Router {
         var listedAfter: Snapshot.Time?
         /// Every entry, when they are to be reported as created.
         var entries: [(name: [UInt8], isDirectory: Bool)] = []
+        /// The directory's `.gitignore`, read with its listing when the watcher leaves out what git
+        /// ignores (``Router/applyGitIgnore(_:wd:at:for:)`` leaves that out of the rest).
+        var gitIgnore: [UInt8]?
         /// The directories to watch next (excludes applied).
         var subdirectories: [(name: [UInt8], path: FileSystemPath, throughLink: Bool, inode: UInt64)] = []
     }
@@ -184,6 +187,11 @@ extension Router {
             result.failure = error
             return
         }
+        if subscription.gitIgnores != nil,
+            listing.contains(where: { !$0.isDirectory && $0.name == Self.gitIgnoreName })
+        {
+            result.gitIgnore = (try? table.system.readFile(path.appending(bytes: Self.gitIgnoreName))) ?? nil
+        }
         result.known = KnownDirectory(listing: listing, listedAfter: begun, at: services.wallClock())
         result.listedAfter = begun
         result.subdirectories = subdirectories
@@ -281,9 +289,13 @@ extension Router {
     /// Records what the listing of `node`'s directory found, reports it when `reporting`, and
     /// returns the subdirectories to watch next.
     func integrate(
-        _ result: Walked, at node: TreeNode, path: FileSystemPath, of tree: WatchedTree,
+        _ walked: Walked, at node: TreeNode, path: FileSystemPath, of tree: WatchedTree,
         for subscription: Subscription, reporting: Bool, foundByRescan: Bool
     ) -> [WalkStep] {
+        var result = walked
+        if subscription.gitIgnores != nil, result.known != nil {
+            applyGitIgnore(&result, wd: node.wd, at: path, for: subscription)
+        }
         guard let directory = result.known else {
             if let failure = result.failure {
                 // Removed before it was listed: nothing in it was reported, so what its events

@@ -286,6 +286,10 @@ final class Router {
                     directoryAttributesChanged(node, for: watch.subscriber)
                 }
             }
+            if watch.subscriber.gitIgnores != nil, event.name.elementsEqual(Self.gitIgnoreName) {
+                gitIgnoreMayHaveChanged(
+                    in: watch.node?.path ?? watch.directory, wd: event.wd, node: watch.node, for: watch.subscriber)
+            }
         }
     }
 
@@ -371,6 +375,15 @@ final class Router {
         if to.has(EventMask.isDirectory) {
             treeMoved(from: from, to: to, sources: sources, targets: targets, arrivalListed: arrivalListed)
         }
+        if from.name.elementsEqual(Self.gitIgnoreName) || to.name.elementsEqual(Self.gitIgnoreName) {
+            for (event, watches) in [(from, sources), (to, targets)] where event.name.elementsEqual(Self.gitIgnoreName)
+            {
+                for watch in watches where watch.subscriber.gitIgnores != nil {
+                    gitIgnoreMayHaveChanged(
+                        in: watch.node?.path ?? watch.directory, wd: event.wd, node: watch.node, for: watch.subscriber)
+                }
+            }
+        }
     }
 
     /// Whether the entry a move brought in is the one a listing read after it showed already:
@@ -382,7 +395,10 @@ final class Router {
         return entryInode(Array(arrival.name), in: arrival.wd) == inode
     }
 
-    func collect(_ change: DirectoryChange, for subscription: Subscription) {
+    /// `ignoresAside`: a change git's rules are not to filter (what a `.gitignore` that changed
+    /// lets in or leaves out).
+    func collect(_ change: DirectoryChange, for subscription: Subscription, ignoresAside: Bool = false) {
+        var change = change
         if subscription.loop.pause != nil, !ChangeTranslation.endsWatch(change) {
             // Paused: resuming lists the directories instead. A notice that a listing will not
             // repeat (a watch that could not be added, a listing that failed) is kept for then.
@@ -391,6 +407,10 @@ final class Router {
             return
         }
         if let exclusions = subscription.exclusions, exclusions.excludes(change, under: subscription.root) { return }
+        if subscription.gitIgnores != nil, !ignoresAside {
+            guard let kept = gitFiltered(change, for: subscription) else { return }
+            change = kept
+        }
         if subscription.loop.settler != nil {
             settle(change, for: subscription)
         } else if subscription.collect(change) {

@@ -48,6 +48,8 @@ final class Subscription: @unchecked Sendable {
     let recursive: Bool
     /// Entries whose changes are never reported, and directories of the tree never watched.
     let exclusions: Exclusions?
+    /// git's rules, when what git ignores is left out (``GitIgnoreState``).
+    let gitIgnores: GitIgnoreState?
     /// A tree follows symbolic links to directories.
     let followsLinks: Bool
     /// Polled rather than watched through inotify: the longest wait between two polls, in
@@ -195,7 +197,8 @@ final class Subscription: @unchecked Sendable {
 
     init(
         root: FileSystemPath, mask: UInt32, entry: WatchedEntry? = nil, target: Target, keepsSnapshot: Bool = false,
-        recursive: Bool = false, exclusions: Exclusions? = nil, followsLinks: Bool = false, settler: Settler? = nil,
+        recursive: Bool = false, exclusions: Exclusions? = nil, gitIgnores: GitIgnoreState? = nil,
+        followsLinks: Bool = false, settler: Settler? = nil,
         limit: Int = Subscription.backlogLimit, strictLimit: Bool = false, acknowledgesLater: Bool = false,
         pollingInterval: UInt64? = nil, marking: MarkUse = .no
     ) {
@@ -205,6 +208,7 @@ final class Subscription: @unchecked Sendable {
         self.strictLimit = strictLimit
         self.acknowledgesLater = acknowledgesLater
         self.exclusions = exclusions
+        self.gitIgnores = gitIgnores
         // A settling watcher follows entries and writers whatever it reports.
         self.mask = settler == nil ? mask : mask | Settler.followedMask
         self.loop.settler = settler

@@ -1,0 +1,123 @@
+import Glibc
+
+/// Watchers that leave out what git ignores (``DirectoryWatcher/Options/gitignore``): each
+/// listed directory's `.gitignore` read with its listing, an ignored directory never walked, a
+/// change about an ignored entry dropped, and a `.gitignore` that changes read again, what it
+/// lets in reported as moved in and what it leaves out as moved out.
+extension Router {
+    static let gitIgnoreName: [UInt8] = Array(".gitignore".utf8)
+
+    /// The descriptor a watcher's rules keep the watched directory's `.gitignore` under when it
+    /// watches no tree (a tree's directories are kept under their own).
+    static let gitIgnoreRootKey: Int32 = -1
+
+    /// git's rules for `subscription` now, by path.
+    func gitRules(for subscription: Subscription) -> GitIgnores? {
+        guard let state = subscription.gitIgnores else { return nil }
+        let tree = subscription.loop.tree
+        return state.rules(epoch: tree?.epoch ?? 0) { wd in
+            if let tree { return tree.node(wd)?.path }
+            return wd == Self.gitIgnoreRootKey ? subscription.root : nil
+        }
+    }
+
+    /// Whether git's rules leave out the entry at `path`, whose directory the watcher watches
+    /// (so is not left out itself).
+    func gitIgnores(_ path: FileSystemPath, isDirectory: Bool, for subscription: Subscription) -> Bool {
+        guard let state = subscription.gitIgnores, let relative = state.relative(path),
+            let rules = gitRules(for: subscription)
+        else { return false }
+        return rules.isIgnored(relative, isDirectory: isDirectory, ancestors: false)
+    }
+
+    /// A change as a watcher that leaves out what git ignores sees it: nil when git ignores its
+    /// entry; a rename (or an exchange) with one name ignored, the arrival (`movedIn`) of the
+    /// other, or its departure (`movedOut`).
+    func gitFiltered(_ change: DirectoryChange, for subscription: Subscription) -> DirectoryChange? {
+        switch change.kind {
+        case .rootRemoved, .rootMoved, .overflow, .failed: return change
+        default: break
+        }
+        let ignored = gitIgnores(change.path, isDirectory: change.isDirectory, for: subscription)
+        guard change.kind == .renamed || change.kind == .exchanged, let old = change.oldPath else {
+            return ignored ? nil : change
+        }
+        let oldIgnored = gitIgnores(old, isDirectory: change.isDirectory, for: subscription)
+        switch (oldIgnored, ignored) {
+        case (false, false): return change
+        case (true, true): return nil
+        case (true, false):
+            return DirectoryChange(
+                kind: .movedIn, path: change.path, isDirectory: change.isDirectory, foundByRescan: change.foundByRescan)
+        case (false, true):
+            return DirectoryChange(
+                kind: change.kind == .exchanged ? .movedIn : .movedOut, path: old, isDirectory: change.isDirectory,
+                foundByRescan: change.foundByRescan)
+        }
+    }
+
+    /// Keeps the `.gitignore` a listing of the directory watched as `wd` read (nil: none), and
+    /// leaves out of what the listing found what git's rules then ignore.
+    func applyGitIgnore(_ result: inout Walked, wd: Int32, at path: FileSystemPath, for subscription: Subscription) {
+        guard let state = subscription.gitIgnores else { return }
+        state.set(result.gitIgnore.map { GitIgnoreList(parsing: $0) }, for: wd)
+        guard let rules = gitRules(for: subscription) else { return }
+        func ignores(_ name: [UInt8], _ isDirectory: Bool) -> Bool {
+            guard let relative = state.relative(path.appending(bytes: name)) else { return false }
+            return rules.isIgnored(relative, isDirectory: isDirectory, ancestors: false)
+        }
+        result.subdirectories.removeAll { !$0.throughLink && ignores($0.name, true) }
+        result.entries.removeAll { ignores($0.name, $0.isDirectory) }
+    }
+
+    /// The `.gitignore` of the directory at `directory`, watched as `wd` (the tree's `node`, when
+    /// it is one), may have changed: it is read again, and when its rules differ, what is below
+    /// the directory is seen anew. What they leave out now is reported moved out (a directory let
+    /// go); what they let in now is reported moved in (a directory watched, and what it holds
+    /// reported as created, as for a directory moved in).
+    func gitIgnoreMayHaveChanged(
+        in directory: FileSystemPath, wd: Int32, node: TreeNode?, for subscription: Subscription
+    ) {
+        guard let state = subscription.gitIgnores, !subscription.loop.isEnded,
+            let before = gitRules(for: subscription)
+        else { return }
+        let contents = (try? table.system.readFile(directory.appending(bytes: Self.gitIgnoreName))) ?? nil
+        let key = node == nil ? Self.gitIgnoreRootKey : wd
+        guard state.set(contents.map { GitIgnoreList(parsing: $0) }, for: key), let after = gitRules(for: subscription)
+        else { return }
+        let tree = subscription.loop.tree
+        var stack: [(path: FileSystemPath, wd: Int32, node: TreeNode?)] = [(directory, wd, node)]
+        while let (path, wd, node) = stack.popLast() {
+            var entries: [(name: [UInt8], isDirectory: Bool)] = []
+            if let known = known[wd] {
+                known.entries.forEach { name, entry in entries.append((Array(name), entry.isDirectory)) }
+            } else {
+                try? services.listNames(path) { name, _, kind in entries.append((Array(name), kind == .directory)) }
+            }
+            for (name, isDirectory) in entries {
+                let entryPath = path.appending(bytes: name)
+                guard let relative = state.relative(entryPath) else { continue }
+                let isIgnored = after.isIgnored(relative, isDirectory: isDirectory, ancestors: false)
+                if let tree, let child = node?.child(name[...]) {
+                    if isIgnored {
+                        collect(
+                            DirectoryChange(kind: .movedOut, path: entryPath, isDirectory: true), for: subscription,
+                            ignoresAside: true)
+                        for wd in tree.remove(child) { release(wd, for: subscription) }
+                    } else {
+                        stack.append((entryPath, child.wd, child))
+                    }
+                    continue
+                }
+                let wasIgnored = before.isIgnored(relative, isDirectory: isDirectory, ancestors: false)
+                guard wasIgnored != isIgnored else { continue }
+                collect(
+                    DirectoryChange(kind: isIgnored ? .movedOut : .movedIn, path: entryPath, isDirectory: isDirectory),
+                    for: subscription, ignoresAside: true)
+                if !isIgnored, isDirectory, let node {
+                    treeChanged(name[...], at: node, appeared: true, for: subscription, foundByRescan: false)
+                }
+            }
+        }
+    }
+}
