@@ -104,6 +104,12 @@ extension DirectoryWatcher {
                 code: .invalidOption, path: FileSystemPath(givenPath),
                 detail: "a saved state is not kept by a polled watcher yet, and \(backend.reason)")
         }
+        if options.gitignore && polls {
+            lease.release()
+            throw DirectoryWatcherError(
+                code: .invalidOption, path: FileSystemPath(givenPath),
+                detail: "a polled watcher does not leave out what git ignores yet, and \(backend.reason)")
+        }
         if options.gitignore && backend.kind == .fanotify {
             lease.release()
             throw DirectoryWatcherError(

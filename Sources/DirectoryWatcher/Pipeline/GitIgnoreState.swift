@@ -15,6 +15,9 @@ final class GitIgnoreState {
     private let fixed: GitIgnores
     /// Each watched directory's `.gitignore`, by the directory's descriptor.
     private(set) var lists: [Int32: GitIgnoreList] = [:]
+    /// Directories whose `.gitignore` changed when the path the tree knew them by led elsewhere
+    /// (a rename still to be routed): read again after the next rename inside the tree.
+    var unread: Set<Int32> = []
     private var assembled: GitIgnores?
     private var assembledEpoch = -1
 
@@ -48,6 +51,7 @@ final class GitIgnoreState {
     /// Forgets a directory let go.
     func forget(_ wd: Int32) {
         if lists.removeValue(forKey: wd) != nil { assembled = nil }
+        if !unread.isEmpty { unread.remove(wd) }
     }
 
     /// The rules by path, the watched directories at the paths `path(of:)` gives them now (nil

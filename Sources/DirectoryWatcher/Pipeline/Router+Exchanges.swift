@@ -276,6 +276,7 @@ extension Router {
                 from, to, firstIsDirectory: firstIsDirectory, secondIsDirectory: secondIsDirectory, listed: listed,
                 sources: sources, targets: targets)
         }
+        gitIgnoresMoved([(from, sources), (to, targets)])
     }
 
     /// Collects what `events` say to `watch`'s watcher, as its selection and entry translate them.
@@ -315,8 +316,22 @@ extension Router {
                 // taken first, so that no move tries it again at the old name.
                 let firstUnreached = first == nil ? tree.takeUnreached(from.name, of: source) : nil
                 let secondUnreached = second == nil ? tree.takeUnreached(to.name, of: target) : nil
-                if let first { move(first, to: to.name, in: target, of: tree, for: subscription) }
-                if let second { move(second, to: from.name, in: source, of: tree, for: subscription) }
+                // Both moved before git's rules are asked of either: between the two moves, both
+                // directories are at one path.
+                let before = subscription.gitIgnores != nil ? gitRules(for: subscription) : nil
+                let oldPaths = (first?.path, second?.path)
+                if let first {
+                    move(first, to: to.name, in: target, of: tree, for: subscription, seeingAnew: before == nil)
+                }
+                if let second {
+                    move(second, to: from.name, in: source, of: tree, for: subscription, seeingAnew: before == nil)
+                }
+                if let before {
+                    for (node, oldPath) in [(first, oldPaths.0), (second, oldPaths.1)] {
+                        guard let node, let oldPath, tree.node(node.wd) === node else { continue }
+                        seeAnew(node, at: node.path, wd: node.wd, before: before, oldPath: oldPath, for: subscription)
+                    }
+                }
                 // A directory of which the tree had no node is watched under its new name (a
                 // fanotify tree's not reached yet is reached by its listing, unless it was).
                 if first == nil, firstIsDirectory, !tree.isLazy || firstUnreached != nil {

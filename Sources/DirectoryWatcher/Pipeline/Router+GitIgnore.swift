@@ -70,6 +70,30 @@ extension Router {
         result.entries.removeAll { ignores($0.name, $0.isDirectory) }
     }
 
+    /// A move or an exchange whose ends may be named `.gitignore`: each such end's directory is
+    /// read again.
+    func gitIgnoresMoved(_ ends: [(event: BackendEvent, watches: [WatchTable<Subscription>.Watch])]) {
+        for (event, watches) in ends where event.name.elementsEqual(Self.gitIgnoreName) {
+            for watch in watches where watch.subscriber.gitIgnores != nil && !watch.subscriber.loop.isEnded {
+                gitIgnoreMayHaveChanged(
+                    in: watch.node?.path ?? watch.directory, wd: event.wd, node: watch.node, for: watch.subscriber)
+            }
+        }
+    }
+
+    /// Reads again the `.gitignore` files that could not be read where the tree knew their
+    /// directories (``GitIgnoreState/unread``): after a rename inside the tree.
+    func readUnreadGitIgnores(in tree: WatchedTree, for subscription: Subscription) {
+        guard let state = subscription.gitIgnores, !state.unread.isEmpty else { return }
+        for wd in state.unread {
+            guard let node = tree.node(wd) else {
+                state.unread.remove(wd)
+                continue
+            }
+            gitIgnoreMayHaveChanged(in: node.path, wd: wd, node: node, for: subscription)
+        }
+    }
+
     /// The `.gitignore` of the directory at `directory`, watched as `wd` (the tree's `node`, when
     /// it is one), may have changed: it is read again, and when its rules differ, what is below
     /// the directory is seen anew. What they leave out now is reported moved out (a directory let
@@ -81,13 +105,47 @@ extension Router {
         guard let state = subscription.gitIgnores, !subscription.loop.isEnded,
             let before = gitRules(for: subscription)
         else { return }
-        let contents = (try? table.system.readFile(directory.appending(bytes: Self.gitIgnoreName))) ?? nil
+        // Read through the directory, once it is known to be the one watched: by its path alone,
+        // a rename not routed yet would read another directory's file, or none.
+        let contents: [UInt8]?
+        do throws(SyscallError) {
+            let fd = try table.system.openDirectory(directory)
+            defer { table.system.close(fd) }
+            if let node, node.inode != 0,
+                let status = try table.system.entryStatus(in: fd, name: [UInt8(ascii: ".")]), status.inode != node.inode
+            {
+                state.unread.insert(wd)
+                return
+            }
+            // One that cannot be read (a directory by that name, no permission) is none, as to git.
+            contents = (try? table.system.readFile(named: Self.gitIgnoreName, in: fd)) ?? nil
+        } catch {
+            // Renamed (its rename still to come), or gone (its removal still to come).
+            if node != nil { state.unread.insert(wd) }
+            return
+        }
+        if node != nil, !state.unread.isEmpty { state.unread.remove(wd) }
         let key = node == nil ? Self.gitIgnoreRootKey : wd
-        guard state.set(contents.map { GitIgnoreList(parsing: $0) }, for: key), let after = gitRules(for: subscription)
-        else { return }
+        guard state.set(contents.map { GitIgnoreList(parsing: $0) }, for: key) else { return }
+        seeAnew(node, at: directory, wd: wd, before: before, oldPath: directory, for: subscription)
+    }
+
+    /// What is below the directory at `directory` (watched as `wd`, the tree's `node` when it is
+    /// one), under git's rules now against `before`, with the paths it had then below `oldPath`:
+    /// an entry they leave out now is reported moved out (a directory let go), one they let in
+    /// now moved in (a directory watched, and what it holds reported as created).
+    func seeAnew(
+        _ node: TreeNode?, at directory: FileSystemPath, wd: Int32, before: GitIgnores, oldPath: FileSystemPath,
+        for subscription: Subscription
+    ) {
+        guard let state = subscription.gitIgnores, let after = gitRules(for: subscription) else { return }
         let tree = subscription.loop.tree
         var stack: [(path: FileSystemPath, wd: Int32, node: TreeNode?)] = [(directory, wd, node)]
         while let (path, wd, node) = stack.popLast() {
+            // The same directory's path before, for the rules then.
+            let pathBefore =
+                oldPath == directory
+                ? path : FileSystemPath(bytes: oldPath.bytes + path.bytes[directory.bytes.count...])
             var entries: [(name: [UInt8], isDirectory: Bool)] = []
             if let known = known[wd] {
                 known.entries.forEach { name, entry in entries.append((Array(name), entry.isDirectory)) }
@@ -109,7 +167,10 @@ extension Router {
                     }
                     continue
                 }
-                let wasIgnored = before.isIgnored(relative, isDirectory: isDirectory, ancestors: false)
+                let wasIgnored =
+                    state.relative(pathBefore.appending(bytes: name)).map {
+                        before.isIgnored($0, isDirectory: isDirectory, ancestors: false)
+                    } ?? false
                 guard wasIgnored != isIgnored else { continue }
                 collect(
                     DirectoryChange(kind: isIgnored ? .movedOut : .movedIn, path: entryPath, isDirectory: isDirectory),

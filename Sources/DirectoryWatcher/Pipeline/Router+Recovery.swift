@@ -150,6 +150,17 @@ extension Router {
             known[wd] = directory
             if directory.lacksInodes { lacksInodes(wd, directory) }
         }
+        // A `.gitignore` changed while the events were lost: read once the directory is known as
+        // it is now, so that what it lets in is found among its entries.
+        if differences.contains(where: {
+            $0.name.elementsEqual(Self.gitIgnoreName) || ($0.oldName?.elementsEqual(Self.gitIgnoreName) ?? false)
+        }) {
+            for watch in watches where watch.subscriber.gitIgnores != nil {
+                gitIgnoreMayHaveChanged(
+                    in: watch.node?.path ?? watch.directory, wd: watch.node == nil ? Self.gitIgnoreRootKey : wd,
+                    node: watch.node, for: watch.subscriber)
+            }
+        }
         return true
     }
 
@@ -303,18 +314,6 @@ extension Router {
     /// In a tree, the directories the rescan found appeared are watched and their entries
     /// reported, and those gone are let go.
     private func report(_ differences: [Snapshot.Difference], to watch: WatchTable<Subscription>.Watch) {
-        defer {
-            if watch.subscriber.gitIgnores != nil,
-                differences.contains(where: {
-                    $0.name.elementsEqual(Self.gitIgnoreName)
-                        || ($0.oldName?.elementsEqual(Self.gitIgnoreName) ?? false)
-                })
-            {
-                gitIgnoreMayHaveChanged(
-                    in: watch.node?.path ?? watch.directory, wd: watch.node?.wd ?? Self.gitIgnoreRootKey,
-                    node: watch.node, for: watch.subscriber)
-            }
-        }
         for difference in differences {
             if ChangeTranslation.selects(watch.mask, difference.kind),
                 watch.covers(difference.name[...]) || (difference.oldName.map { watch.covers($0[...]) } ?? false)

@@ -212,23 +212,31 @@ extension Router {
 
     /// A directory of the tree renamed or moved inside it: its node follows, or, renamed to a name
     /// the watcher excludes, it is let go.
+    /// `seeingAnew`: what git's rules make of what is below it at its new path is seen to
+    /// here (an exchange sees to it once both of its directories have moved).
     func move(
         _ moved: TreeNode, to name: ArraySlice<UInt8>, in target: TreeNode, of tree: WatchedTree,
-        for subscription: Subscription
+        for subscription: Subscription, seeingAnew: Bool = true
     ) {
         guard !target.isInside(moved) else { return }
-        if let exclusions = subscription.exclusions,
-            exclusions.excludes(target.path.appending(bytes: name), under: subscription.root)
-                || (subscription.gitIgnores != nil
-                    && gitIgnores(target.path.appending(bytes: name), isDirectory: true, for: subscription))
+        let destination = target.path.appending(bytes: name)
+        if subscription.exclusions?.excludes(destination, under: subscription.root) == true
+            || (subscription.gitIgnores != nil && gitIgnores(destination, isDirectory: true, for: subscription))
         {
             for wd in tree.remove(moved) { release(wd, for: subscription) }
         } else {
             // A directory the walk found under this name and could not open is not tried again:
             // the name holds the one moved, reported as it is.
             if !tree.unreached.isEmpty { tree.unreached.removeAll { $0.parent === target && $0.name[...] == name } }
+            let before =
+                subscription.gitIgnores != nil && seeingAnew
+                ? gitRules(for: subscription).map { ($0, moved.path) } : nil
             tree.move(moved, to: Array(name), in: target)
             moved.metEarlyIn = -1
+            // Other files' rules apply at its new path: what is below it is seen anew.
+            if let (rules, oldPath) = before {
+                seeAnew(moved, at: moved.path, wd: moved.wd, before: rules, oldPath: oldPath, for: subscription)
+            }
             retryUnreached(in: tree, for: subscription)
             if tree.isLazy { retryUnlisted(in: tree, for: subscription) }
         }
@@ -237,6 +245,7 @@ extension Router {
     /// Watches and lists, at their parents' paths now, the directories that could not be opened
     /// at the paths they were found at (``WatchedTree/unreached``).
     func retryUnreached(in tree: WatchedTree, for subscription: Subscription) {
+        if subscription.gitIgnores != nil { readUnreadGitIgnores(in: tree, for: subscription) }
         guard !tree.unreached.isEmpty else { return }
         let unreached = tree.unreached
         tree.unreached = []

@@ -190,7 +190,7 @@ extension Router {
         if subscription.gitIgnores != nil,
             listing.contains(where: { !$0.isDirectory && $0.name == Self.gitIgnoreName })
         {
-            result.gitIgnore = (try? table.system.readFile(path.appending(bytes: Self.gitIgnoreName))) ?? nil
+            result.gitIgnore = (try? table.system.readFile(named: Self.gitIgnoreName, in: fd)) ?? nil
         }
         result.known = KnownDirectory(listing: listing, listedAfter: begun, at: services.wallClock())
         result.listedAfter = begun
@@ -267,6 +267,8 @@ extension Router {
     func reportContents(of node: TreeNode, for subscription: Subscription, foundByRescan: Bool) {
         guard subscription.mask & EventMask.create != 0 else { return }
         var stack = [node]
+        // What git's rules let in at the new path and did not at the old: walked after.
+        var newlyLetIn: [(parent: TreeNode, name: [UInt8])] = []
         while let next = stack.popLast() {
             let path = next.path
             var entries: [(name: [UInt8], isDirectory: Bool)] = []
@@ -282,7 +284,30 @@ extension Router {
                         foundByRescan: foundByRescan),
                     for: subscription)
             }
-            stack += next.children.values
+            guard subscription.gitIgnores != nil, let tree = subscription.loop.tree else {
+                stack += next.children.values
+                continue
+            }
+            // Under the rules of its new path, a directory git ignores now is let go, and one it
+            // ignored at the old path is watched.
+            for child in Array(next.children.values) {
+                if gitIgnores(child.path, isDirectory: true, for: subscription) {
+                    for wd in tree.remove(child) { release(wd, for: subscription) }
+                } else {
+                    stack.append(child)
+                }
+            }
+            for entry in entries where entry.isDirectory && next.child(entry.name[...]) == nil {
+                let entryPath = path.appending(bytes: entry.name[...])
+                if !gitIgnores(entryPath, isDirectory: true, for: subscription),
+                    !(subscription.exclusions?.excludes(entryPath, under: subscription.root) ?? false)
+                {
+                    newlyLetIn.append((next, entry.name))
+                }
+            }
+        }
+        for (parent, name) in newlyLetIn {
+            treeChanged(name[...], at: parent, appeared: true, for: subscription, foundByRescan: foundByRescan)
         }
     }
 

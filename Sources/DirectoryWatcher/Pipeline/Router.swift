@@ -375,15 +375,7 @@ final class Router {
         if to.has(EventMask.isDirectory) {
             treeMoved(from: from, to: to, sources: sources, targets: targets, arrivalListed: arrivalListed)
         }
-        if from.name.elementsEqual(Self.gitIgnoreName) || to.name.elementsEqual(Self.gitIgnoreName) {
-            for (event, watches) in [(from, sources), (to, targets)] where event.name.elementsEqual(Self.gitIgnoreName)
-            {
-                for watch in watches where watch.subscriber.gitIgnores != nil {
-                    gitIgnoreMayHaveChanged(
-                        in: watch.node?.path ?? watch.directory, wd: event.wd, node: watch.node, for: watch.subscriber)
-                }
-            }
-        }
+        gitIgnoresMoved([(from, sources), (to, targets)])
     }
 
     /// Whether the entry a move brought in is the one a listing read after it showed already:

@@ -10,7 +10,23 @@ import Glibc
 extension System {
     /// The file's bytes; nil when no file has that name (`ENOENT`).
     func readFile(_ path: FileSystemPath) throws(SyscallError) -> [UInt8]? {
-        let fd = path.withCString { Glibc.open($0, O_RDONLY | O_CLOEXEC) }
+        try readFile(opened: path.withCString { Glibc.open($0, O_RDONLY | O_CLOEXEC) })
+    }
+
+    /// The bytes of the file `name` of the directory open as `directory` (a `.gitignore`, read
+    /// with its directory's listing: the directory's own, whatever renames its path meanwhile);
+    /// nil when it has no entry by that name.
+    func readFile(named name: [UInt8], in directory: Int32) throws(SyscallError) -> [UInt8]? {
+        let terminated = name + [0]
+        return try readFile(
+            opened: terminated.withUnsafeBufferPointer { buffer in
+                buffer.withMemoryRebound(to: CChar.self) {
+                    Glibc.openat(directory, $0.baseAddress!, O_RDONLY | O_CLOEXEC)
+                }
+            })
+    }
+
+    private func readFile(opened fd: Int32) throws(SyscallError) -> [UInt8]? {
         if fd == -1 {
             if errno == ENOENT { return nil }
             throw SyscallError(function: "open", errno: errno)

@@ -168,6 +168,20 @@ final class GitIgnoreTreeTests: WatchedDirectoryTestCase {
             delivered().filter { $0.kind == .created }, [DirectoryChange(.created, directory.url("project/src/c"))])
     }
 
+    /// What does not leave out what git ignores yet says so, naming the directory, rather than
+    /// watching everything.
+    func testPollingOrFanotifyWithGitignoreIsAClearError() throws {
+        for backend in [DirectoryWatcher.Backend.polling, .fanotify] {
+            let options = DirectoryWatcher.Options(recursive: true, gitignore: true, backend: backend)
+            XCTAssertThrowsError(try DirectoryWatcher.watchFolder(path: directory.path, options: options) { _ in }) {
+                let error = $0 as? DirectoryWatcherError
+                XCTAssertEqual(error?.code, .invalidOption, "\(backend)")
+                XCTAssertEqual(error?.path, FileSystemPath(directory.path))
+                XCTAssertTrue(error?.description.contains("git ignores") ?? false, "\(String(describing: error))")
+            }
+        }
+    }
+
     /// The test: a generated tree with nested `.gitignore` files, in a repository; a file
     /// made in every directory, ignored or not, and a directory with a file in it in each: what
     /// is reported is exactly what `git check-ignore` does not ignore, and no ignored directory

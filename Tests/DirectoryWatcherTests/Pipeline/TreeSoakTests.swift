@@ -19,6 +19,9 @@ import XCTest
 class TreeSoakTests: XCTestCase {
     var backend: DirectoryWatcher.Backend { .inotify }
     var scale: Scale { .fast }
+    /// Leaves out what git ignores, and writes `.gitignore` files among the churn
+    /// (``GitIgnoreTreeSoakTests``).
+    var gitignore: Bool { false }
     /// Seeds per run: a few in `swift test`, 20 in the stress suite.
     var seeds: Int { scale == .stress ? 20 : 2 }
     var steps: Int { scale == .stress ? 10 : 6 }
@@ -29,10 +32,10 @@ class TreeSoakTests: XCTestCase {
             environment["DIRWATCH_SOAK_SEED"].flatMap(UInt64.init).map { [$0] }
             ?? (0..<UInt64(self.seeds)).map {
                 0x7EE5_0000 &+ (environment["DIRWATCH_SOAK_SEEDS_FROM"].flatMap(UInt64.init) ?? 0) &+ $0
-                    &+ (backend == .inotify ? 0 : 0x100)
+                    &+ (backend == .inotify ? 0 : 0x100) &+ (gitignore ? 0x200 : 0)
             }
         for seed in seeds {
-            var soak = try TreeSoak(test: self, seed: seed, backend: backend, scale: scale)
+            var soak = try TreeSoak(test: self, seed: seed, backend: backend, scale: scale, gitignore: gitignore)
             defer { soak.end() }
             try soak.run(steps: steps)
             if (testRun?.totalFailureCount ?? 0) > 0 { return }
@@ -46,6 +49,9 @@ struct TreeSoak {
     let seed: UInt64
     let backend: DirectoryWatcher.Backend
     let scale: Scale
+    /// The watcher leaves out what git ignores: the model is compared with the disk less what
+    /// the `.gitignore` files on it ignore (``GitIgnores``, itself checked against git).
+    let gitignore: Bool
     private var random: SplitMix64
     /// Holds the watched tree, `T`, and a place outside it, `OUT`, on one file system.
     private let base = TemporaryDirectory()
@@ -63,11 +69,14 @@ struct TreeSoak {
     private var log: [String] = []
     private var serial = 0
 
-    init(test: XCTestCase, seed: UInt64, backend: DirectoryWatcher.Backend, scale: Scale) throws {
+    init(test: XCTestCase, seed: UInt64, backend: DirectoryWatcher.Backend, scale: Scale, gitignore: Bool = false)
+        throws
+    {
         self.test = test
         self.seed = seed
         self.backend = backend
         self.scale = scale
+        self.gitignore = gitignore
         random = SplitMix64(seed: seed)
         root = base.url("T")
         model = TreeModel(root: root)
@@ -83,14 +92,19 @@ struct TreeSoak {
             fillerWatcher = try DirectoryWatcher.watchFolder(path: fillers.path) { _ in }
         }
         precondition(Glibc.mkdir(root, 0o755) == 0 && Glibc.mkdir(outside, 0o755) == 0)
+        // The top of the work tree is the base, above the watched directory.
+        if gitignore { precondition(Glibc.mkdir(base.url(".git"), 0o755) == 0) }
         for _ in 0..<4 { makeSubtree(in: "") }
         // Born before the first listing's tick, so the listing vouches for their inodes.
         RescanTests.waitForTheBirthClockToTick()
-        let options = DirectoryWatcher.Options(recursive: true, backend: backend)
+        if gitignore {
+            for _ in 0..<2 { writeGitIgnore() }
+        }
+        let options = DirectoryWatcher.Options(recursive: true, gitignore: gitignore, backend: backend)
         watcher = try DirectoryWatcher.make(
             path: root, options: options, delegate: recorder, queue: nil, loop: loss.loop)
         _ = watcher?.watchedDirectories()
-        model.entries = TreeModel.walk(root)
+        model.entries = visible(TreeModel.walk(root))
     }
 
     mutating func end() {
@@ -119,7 +133,7 @@ struct TreeSoak {
             let context = "seed \(seed) (DIRWATCH_SOAK_SEED=\(seed)), \(backend), step \(step)"
             let problems = model.apply(changes, queueLost: overflow, ignoring: fillers?.path)
             if problems.contains(where: { $0.hasPrefix("the watch ended") }) { self.watcher = nil }
-            if let report = model.differences(problems) {
+            if let report = model.differences(from: visible(TreeModel.walk(root)), problems) {
                 // The report last as well: a CI log's excerpt shows the end of a failure's message.
                 XCTFail(
                     """
@@ -160,9 +174,13 @@ struct TreeSoak {
                 problems.append("\(path) watched as inode \(inode), holds \(status.st_ino)")
             }
         }
-        for directory in [""] + entries(directories: true) {
+        let onDisk = [""] + visible(TreeModel.walk(root)).filter(\.value).keys
+        for directory in onDisk {
             let path = join(root, directory)
             if !watched.contains(path) { problems.append("\(path) on disk, not watched") }
+        }
+        for path in watched where path != root && !onDisk.contains(String(path.dropFirst(root.count + 1))) {
+            if gitignore { problems.append("\(path) watched, ignored by git") }
         }
         return problems.isEmpty ? nil : problems.sorted().joined(separator: "\n")
     }
@@ -186,6 +204,55 @@ struct TreeSoak {
         precondition(Glibc.mkdir(inner, 0o755) == 0)
         touch("\(inner)/\(fresh("f"))")
         return top
+    }
+
+    /// Patterns that the churn's names (a letter or two and a serial number) meet often.
+    private static let gitIgnorePatterns = [
+        "f1*", "*3", "d*/", "!d2*", "p*/", "/r*", "**/m*", "q*/**", "sub*", "!*5", "in*/", "!in1*", "*7/", "n*",
+        "!f19*",
+    ]
+
+    /// Writes a `.gitignore` of one to three patterns into a directory of the tree, the root or
+    /// another, or removes one, an edit the watcher must follow.
+    private mutating func writeGitIgnore() {
+        let directory = pickDirectory()
+        let path = join(root, directory, ".gitignore")
+        if Int.random(in: 0..<4, using: &random) == 0 {
+            unlink(path)
+            log.append("remove \(join(directory, ".gitignore"))")
+            return
+        }
+        let lines = (0..<Int.random(in: 1...3, using: &random)).map { _ in
+            Self.gitIgnorePatterns[Int.random(in: 0..<Self.gitIgnorePatterns.count, using: &random)]
+        }
+        let fd = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0o644)
+        guard fd >= 0 else {
+            // An exchange can have put a directory under that name.
+            log.append("gitignore \(join(directory, ".gitignore")): \(String(cString: strerror(errno)))")
+            return
+        }
+        let text = lines.joined(separator: "\n") + "\n"
+        _ = text.withCString { Glibc.write(fd, $0, strlen($0)) }
+        close(fd)
+        log.append("gitignore \(join(directory, ".gitignore")): \(lines.joined(separator: " "))")
+    }
+
+    /// The entries (relative to the root) that git's rules, as the `.gitignore` files among them
+    /// say, do not ignore: all of them when the watcher reads no rules.
+    private func visible(_ entries: [String: Bool]) -> [String: Bool] {
+        guard gitignore else { return entries }
+        var rules = GitIgnores()
+        // The root's path below the top (the base): "T".
+        let prefix = String(root.dropFirst(base.path.count + 1))
+        for (path, isDirectory) in entries where !isDirectory && (path == ".gitignore" || path.hasSuffix("/.gitignore"))
+        {
+            guard let contents = FileManager.default.contents(atPath: join(root, path)) else { continue }
+            let directory = path == ".gitignore" ? "" : String(path.dropLast("/.gitignore".count))
+            rules.directories[Array(join(prefix, directory).utf8)] = GitIgnoreList(parsing: Array(contents))
+        }
+        return entries.filter { path, isDirectory in
+            !rules.isIgnored(Array(join(prefix, path).utf8)[...], isDirectory: isDirectory)
+        }
     }
 
     private func join(_ parts: String...) -> String {
@@ -221,7 +288,9 @@ struct TreeSoak {
         churn: for operation in 0..<operations {
             let files = entries(directories: false)
             let directories = entries(directories: true)
-            switch Int.random(in: 0..<13, using: &random) {
+            switch Int.random(in: 0..<(gitignore ? 15 : 13), using: &random) {
+            case 13, 14:
+                writeGitIgnore()
             case 0:
                 // mkdir -p and a file at once.
                 let parent = pickDirectory()
@@ -299,6 +368,10 @@ struct TreeSoak {
                 // any point of a step, and `=anywhere-then-more` with the churn going on after:
                 // races not all reconciled yet (<doc:WatchingATree>; Reliability's tree soak row
                 // says what each found).
+                // Not with git's rules read: an exchange across the line between what they ignore and
+                // what they do not (or of a `.gitignore` with a directory) is not reconciled yet
+                // (<doc:WatchingATree>, "What git ignores").
+                guard !gitignore else { continue }
                 guard anywhere || operation == 0, let first = pick(files + directories) else { continue }
                 let others = (files + directories).filter {
                     $0 != first && !$0.hasPrefix(first + "/") && !first.hasPrefix($0 + "/")
