@@ -6,8 +6,17 @@
 /// Paths are relative to the top of the work tree (the directory that holds `.git`), bytes
 /// without a leading or trailing slash; the top itself is the empty path.
 struct GitIgnores: Sendable, Equatable {
+    static func == (lhs: GitIgnores, rhs: GitIgnores) -> Bool {
+        lhs.directories == rhs.directories && lhs.everywhere == rhs.everywhere
+    }
+
     /// Each directory's `.gitignore`, by the directory's path: a deeper file's patterns come first.
-    var directories: [[UInt8]: GitIgnoreList] = [:]
+    var directories: [[UInt8]: GitIgnoreList] = [:] {
+        didSet { deepestFirst = directories.sorted { $0.key.count > $1.key.count }.map { ($0.key, $0.value) } }
+    }
+    /// The same, the deepest directory first: a path's lists are found by comparing bytes, with no
+    /// key to make per change.
+    private var deepestFirst: [(directory: [UInt8], list: GitIgnoreList)] = []
     /// The files that apply everywhere, first to last in precedence: `.git/info/exclude`, then the
     /// user's global excludes file (`core.excludesFile`).
     var everywhere: [GitIgnoreList] = []
@@ -30,16 +39,18 @@ struct GitIgnores: Sendable, Equatable {
     /// The last pattern that matches `path`, from the deepest list to the widest: true when it
     /// ignores, false when it includes again (`!`), nil when none matches.
     func verdict(_ path: ArraySlice<UInt8>, isDirectory: Bool) -> Bool? {
-        if !directories.isEmpty {
-            var end = path.lastIndex(of: UInt8(ascii: "/")) ?? path.startIndex
-            while true {
-                if let list = directories[Array(path[path.startIndex..<end])] {
-                    let below = end == path.startIndex ? path : path[(end + 1)...]
-                    if let verdict = list.verdict(below: below, isDirectory: isDirectory) { return verdict }
-                }
-                if end == path.startIndex { break }
-                end = path[path.startIndex..<end].lastIndex(of: UInt8(ascii: "/")) ?? path.startIndex
+        for (directory, list) in deepestFirst {
+            let below: ArraySlice<UInt8>
+            if directory.isEmpty {
+                below = path
+            } else {
+                // A directory above the entry: its path, then a slash.
+                guard path.count > directory.count + 1,
+                    path[path.startIndex + directory.count] == UInt8(ascii: "/"), path.starts(with: directory)
+                else { continue }
+                below = path[(path.startIndex + directory.count + 1)...]
             }
+            if let verdict = list.verdict(below: below, isDirectory: isDirectory) { return verdict }
         }
         for list in everywhere {
             if let verdict = list.verdict(below: path, isDirectory: isDirectory) { return verdict }
@@ -60,6 +71,43 @@ struct GitIgnoreList: Sendable, Equatable {
         /// No `/` but a trailing one: it matches a name at any depth; otherwise a path below the
         /// list's directory.
         let matchesName: Bool
+        /// How it is matched: most patterns are a name (`build`) or an ending (`*.log`), told by
+        /// comparing bytes, as git does; the others by ``Wildmatch``.
+        let form: Form
+
+        enum Form: Sendable, Equatable {
+            case literal
+            /// `*` then what the name ends with.
+            case ending([UInt8])
+            case glob
+        }
+
+        init(glob: [UInt8], includes: Bool, directoriesOnly: Bool, matchesName: Bool) {
+            self.glob = glob
+            self.includes = includes
+            self.directoriesOnly = directoriesOnly
+            self.matchesName = matchesName
+            let special: (UInt8) -> Bool = {
+                $0 == UInt8(ascii: "*") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "[")
+                    || $0 == UInt8(ascii: "\\")
+            }
+            if !glob.contains(where: special) {
+                form = .literal
+            } else if matchesName, glob.first == UInt8(ascii: "*"), !glob.dropFirst().contains(where: special) {
+                form = .ending(Array(glob.dropFirst()))
+            } else {
+                form = .glob
+            }
+        }
+
+        /// Whether it matches `text`: a name, or a path below the list's directory.
+        func matches(_ text: ArraySlice<UInt8>) -> Bool {
+            switch form {
+            case .literal: return text.elementsEqual(glob)
+            case .ending(let ending): return text.count >= ending.count && text.suffix(ending.count).elementsEqual(ending)
+            case .glob: return Wildmatch.matches(glob, text, pathname: !matchesName)
+            }
+        }
     }
 
     let patterns: [Pattern]
@@ -122,11 +170,7 @@ struct GitIgnoreList: Sendable, Equatable {
         let nameStart = path.lastIndex(of: UInt8(ascii: "/")).map { $0 + 1 } ?? path.startIndex
         for pattern in patterns.reversed() {
             if pattern.directoriesOnly && !isDirectory { continue }
-            let matched =
-                pattern.matchesName
-                ? Wildmatch.matches(pattern.glob[...], path[nameStart...], pathname: false)
-                : Wildmatch.matches(pattern.glob[...], path, pathname: true)
-            if matched { return !pattern.includes }
+            if pattern.matches(pattern.matchesName ? path[nameStart...] : path) { return !pattern.includes }
         }
         return nil
     }
@@ -136,8 +180,10 @@ struct GitIgnoreList: Sendable, Equatable {
 /// backslash escapes, and, matching a path, `**` between slashes for any number of directories.
 /// With `pathname`, `*`, `?` and brackets never match a slash.
 enum Wildmatch {
-    static func matches(_ pattern: ArraySlice<UInt8>, _ text: ArraySlice<UInt8>, pathname: Bool) -> Bool {
-        match(Array(pattern), 0, Array(text), 0, pathname: pathname) == .match
+    static func matches(_ pattern: [UInt8], _ text: ArraySlice<UInt8>, pathname: Bool) -> Bool {
+        pattern.withUnsafeBufferPointer { p in
+            text.withUnsafeBufferPointer { t in match(p, 0, t, 0, pathname: pathname) == .match }
+        }
     }
 
     private enum Result { case match, noMatch, abortAll, abortToStarStar }
@@ -150,9 +196,13 @@ enum Wildmatch {
     }
 
     // Indices past the end read as 0, as the C strings git matches end.
-    private static func at(_ bytes: [UInt8], _ index: Int) -> UInt8 { index < bytes.count ? bytes[index] : 0 }
+    private static func at(_ bytes: UnsafeBufferPointer<UInt8>, _ index: Int) -> UInt8 {
+        index < bytes.count ? bytes[index] : 0
+    }
 
-    private static func match(_ p: [UInt8], _ start: Int, _ t: [UInt8], _ textStart: Int, pathname: Bool) -> Result {
+    private static func match(
+        _ p: UnsafeBufferPointer<UInt8>, _ start: Int, _ t: UnsafeBufferPointer<UInt8>, _ textStart: Int, pathname: Bool
+    ) -> Result {
         var pi = start
         var ti = textStart
         while pi < p.count {
@@ -251,7 +301,7 @@ enum Wildmatch {
                             // No class after all: a literal `[`.
                             if tc == UInt8(ascii: "[") { matched = true }
                         } else {
-                            guard let isIn = characterClass(p[nameStart..<(end - 1)]) else { return .abortAll }
+                            guard let isIn = characterClass(Array(p[nameStart..<(end - 1)])[...]) else { return .abortAll }
                             if isIn(tc) { matched = true }
                             pi = end
                             pc = 0

@@ -126,7 +126,7 @@ final class GitIgnoreTests: XCTestCase {
             } else {
                 try FileManager.default.createDirectory(
                     atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-                FileManager.default.createFile(atPath: path, contents: Data())
+                _ = FileManager.default.createFile(atPath: path, contents: Data())
             }
         }
         for (file, contents) in testCase.ignoreFiles {
@@ -168,7 +168,7 @@ func runProgram(
 ) throws -> String {
     let output = TemporaryDirectory()
     let file = output.url("out")
-    FileManager.default.createFile(atPath: file, contents: nil)
+    _ = FileManager.default.createFile(atPath: file, contents: nil)
     let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: file))
     defer { try? handle.close() }
     let process = Process()
