@@ -104,7 +104,8 @@ struct GitIgnoreList: Sendable, Equatable {
         func matches(_ text: ArraySlice<UInt8>) -> Bool {
             switch form {
             case .literal: return text.elementsEqual(glob)
-            case .ending(let ending): return text.count >= ending.count && text.suffix(ending.count).elementsEqual(ending)
+            case .ending(let ending):
+                return text.count >= ending.count && text.suffix(ending.count).elementsEqual(ending)
             case .glob: return Wildmatch.matches(glob, text, pathname: !matchesName)
             }
         }
@@ -301,7 +302,9 @@ enum Wildmatch {
                             // No class after all: a literal `[`.
                             if tc == UInt8(ascii: "[") { matched = true }
                         } else {
-                            guard let isIn = characterClass(Array(p[nameStart..<(end - 1)])[...]) else { return .abortAll }
+                            guard let isIn = characterClass(Array(p[nameStart..<(end - 1)])[...]) else {
+                                return .abortAll
+                            }
                             if isIn(tc) { matched = true }
                             pi = end
                             pc = 0
