@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 
-@testable import DirectoryWatcher
+@_spi(DirectoryWatcherTesting) @testable import DirectoryWatcher
 
 /// git's ignore rules as ``GitIgnores`` reads them, against `git check-ignore` itself: on
 /// hand-written cases (negation, directory-only patterns, anchored patterns, `**`, escapes,
@@ -63,6 +63,60 @@ final class GitIgnoreTests: XCTestCase {
         for (index, testCase) in cases.enumerated() {
             try compareWithGit(testCase, "case \(index)")
         }
+    }
+
+    /// The files read at start: the top of the work tree found above the watched directory, the
+    /// `.gitignore` files between, `info/exclude` (through a worktree's `.git` file too), and the
+    /// global excludes file as git finds it: `core.excludesFile` of the user's configuration (`~`
+    /// expanded, the last one winning), else `$XDG_CONFIG_HOME/git/ignore`.
+    func testTheRulesReadAtStartAreGitsOwn() throws {
+        let directory = TemporaryDirectory()
+        let home = directory.url("home")
+        for made in [
+            "home", "home/config", "home/config/git", "repo", "repo/.git", "repo/.git/info", "repo/a", "repo/a/b",
+        ] {
+            XCTAssertEqual(mkdir(directory.url(made), 0o755), 0)
+        }
+        func write(_ name: String, _ text: String) {
+            XCTAssertTrue(FileManager.default.createFile(atPath: directory.url(name), contents: Data(text.utf8)))
+        }
+        write("repo/.gitignore", "*.top\n")
+        write("repo/a/.gitignore", "*.middle\n")
+        write("repo/.git/info/exclude", "*.exclude\n")
+        write(
+            "home/.gitconfig",
+            "[user]\n\tname = x\n[core]\n\texcludesFile = ~/first\n[core]\n\tExcludesFile = \"~/global\" ; why\n")
+        write("home/global", "*.global\n")
+        write("home/config/git/ignore", "*.default\n")
+        let environment: [String: String] = [
+            "HOME": home, "XDG_CONFIG_HOME": home + "/config", "GIT_CONFIG_NOSYSTEM": "1",
+        ]
+        let root = FileSystemPath(directory.url("repo/a/b"))
+        let state = GitIgnoreState.load(root: root, recursive: true, system: System(.live)) { environment[$0] }
+        XCTAssertEqual(state.top, FileSystemPath(directory.url("repo")))
+        let rules = state.rules(epoch: 0) { _ -> FileSystemPath? in nil }
+        for (name, ignored) in [
+            ("x.top", true), ("x.middle", true), ("x.exclude", true), ("x.global", true), ("x.default", false),
+            ("x.other", false),
+        ] {
+            XCTAssertEqual(rules.isIgnored(Array("a/b/\(name)".utf8)[...], isDirectory: false), ignored, name)
+        }
+        // No core.excludesFile: the default file.
+        write("home/.gitconfig", "[user]\n\tname = x\n")
+        let defaults = GitIgnoreState.load(root: root, recursive: true, system: System(.live)) { environment[$0] }
+            .rules(epoch: 0) { _ -> FileSystemPath? in nil }
+        XCTAssertTrue(defaults.isIgnored(Array("a/b/x.default".utf8)[...], isDirectory: false))
+        XCTAssertFalse(defaults.isIgnored(Array("a/b/x.global".utf8)[...], isDirectory: false))
+        // A worktree's `.git` file names its git directory, relative to the file's.
+        XCTAssertEqual(mkdir(directory.url("worktree"), 0o755), 0)
+        XCTAssertEqual(mkdir(directory.url("worktree/sub"), 0o755), 0)
+        write("worktree/.git", "gitdir: ../repo/.git\n")
+        let worktree = GitIgnoreState.load(
+            root: FileSystemPath(directory.url("worktree/sub")), recursive: true, system: System(.live)
+        ) { environment[$0] }
+        XCTAssertEqual(worktree.top, FileSystemPath(directory.url("worktree")))
+        XCTAssertTrue(
+            worktree.rules(epoch: 0) { _ -> FileSystemPath? in nil }.isIgnored(Array("sub/x.exclude".utf8)[...], isDirectory: false))
     }
 
     /// Generated trees: directories three deep with names the patterns are made of, a

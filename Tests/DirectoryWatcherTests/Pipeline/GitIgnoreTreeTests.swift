@@ -149,6 +149,31 @@ final class GitIgnoreTreeTests: WatchedDirectoryTestCase {
         XCTAssertEqual(delivered(), [DirectoryChange(.movedOut, directory.url("save.txt"))])
     }
 
+    /// Not recursive: the directory's own `.gitignore`, read at start and again when it changes.
+    func testAWatcherOfOneDirectoryReadsItsGitignore() throws {
+        mkdir(".git")
+        write(".gitignore", "*.tmp\n")
+        directory.touch("old.tmp")
+        try watch {
+            try DirectoryWatcher.watchFolder(
+                path: directory.path, options: DirectoryWatcher.Options(gitignore: true), delegate: $0)
+        }
+        directory.touch("new.tmp")
+        directory.touch("new.txt")
+        XCTAssertEqual(
+            delivered().filter { $0.kind == .created }, [DirectoryChange(.created, directory.url("new.txt"))])
+        write(".gitignore", "*.txt\n")
+        let changes = delivered()
+        for name in ["old.tmp", "new.tmp"] {
+            XCTAssertTrue(changes.contains(DirectoryChange(.movedIn, directory.url(name))), "\(changes)")
+        }
+        XCTAssertTrue(changes.contains(DirectoryChange(.movedOut, directory.url("new.txt"))), "\(changes)")
+        directory.touch("later.txt")
+        directory.touch("later.tmp")
+        XCTAssertEqual(
+            delivered().filter { $0.kind == .created }, [DirectoryChange(.created, directory.url("later.tmp"))])
+    }
+
     /// Watched below the top of its work tree: the `.gitignore` files above it and
     /// `.git/info/exclude` apply too.
     func testTheFilesAboveTheWatchedDirectoryApply() throws {
