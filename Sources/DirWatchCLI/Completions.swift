@@ -256,12 +256,17 @@ public enum ShellCompletion: String, CaseIterable, Sendable {
         var lines: [String] = []
         var listFunctions: [String] = []
         for option in table {
+            // Its value, after it as a word of its own: only what the value may be, never an
+            // option (`--exclude -<TAB>` offers no option names).
+            let after = "complete -c dirwatch -n '__dirwatch_value_for \(option.names.joined(separator: " "))'"
             var line = "complete -c dirwatch -n '__dirwatch_at options'"
             if let short = option.short { line += " -s \(short)" }
             for name in option.long { line += " -l \(name)" }
             switch valueCompletion(of: option) {
             case .none: break
-            case .files: line += " -r -F"
+            case .files:
+                line += " -r -F"
+                lines.append(after + " -F")
             case .text: line += " -x"
             case .words(let words, let commaSeparated):
                 if commaSeparated {
@@ -277,8 +282,10 @@ public enum ShellCompletion: String, CaseIterable, Sendable {
                         end
                         """)
                     line += " -x -a '(\(function))'"
+                    lines.append(after + " -x -a '(\(function))'")
                 } else {
                     line += " -x -a '\(words.joined(separator: " "))'"
+                    lines.append(after + " -x -a '\(words.joined(separator: " "))'")
                 }
             case .command: line += " -x"
             }
@@ -291,7 +298,8 @@ public enum ShellCompletion: String, CaseIterable, Sendable {
             # Installed by Scripts/install; by hand: dirwatch --completions fish > ~/.config/fish/completions/dirwatch.fish
 
             # Where the word being completed stands: "command" right after --exec, "arguments" after
-            # its command, "paths" after --, else "options" (an option, its value, or a path).
+            # its command, "paths" after --, "value" right after an option that takes one (as a
+            # word of its own), else "options" (an option, or a path).
             function __dirwatch_position
                 set -l words (commandline -opc)
                 set -e words[1]
@@ -318,11 +326,22 @@ public enum ShellCompletion: String, CaseIterable, Sendable {
                             set pending 1
                     end
                 end
-                echo options
+                if test $pending = 1
+                    echo value
+                else
+                    echo options
+                end
             end
 
             function __dirwatch_at
                 contains -- (__dirwatch_position) $argv
+            end
+
+            # Right after one of the options named (a value of its own).
+            function __dirwatch_value_for
+                __dirwatch_at value; or return 1
+                set -l words (commandline -opc)
+                contains -- $words[-1] $argv
             end
 
             \(listFunctions.joined(separator: "\n\n"))

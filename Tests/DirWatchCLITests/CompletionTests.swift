@@ -290,6 +290,11 @@ func withTemporaryDirectory<T>(_ body: (URL) throws -> T) throws -> T {
                 ),
                 ("dirwatch --file a", ["a b.txt"]),
                 ("dirwatch --settle ", []),
+                // A value's place offers no option, even for a word that begins with a dash.
+                ("dirwatch --exclude -", []),
+                ("dirwatch --settle -", []),
+                ("dirwatch -e -", []),
+                ("dirwatch --backend -", []),
                 ("dirwatch . --exec printf", ["printf"]),
                 ("dirwatch . --exec make --re", []),
                 ("dirwatch -- --re", []),
