@@ -116,7 +116,8 @@ final class GitIgnoreTests: XCTestCase {
         ) { environment[$0] }
         XCTAssertEqual(worktree.top, FileSystemPath(directory.url("worktree")))
         XCTAssertTrue(
-            worktree.rules(epoch: 0) { _ -> FileSystemPath? in nil }.isIgnored(Array("sub/x.exclude".utf8)[...], isDirectory: false))
+            worktree.rules(epoch: 0) { _ -> FileSystemPath? in nil }.isIgnored(
+                Array("sub/x.exclude".utf8)[...], isDirectory: false))
     }
 
     /// Generated trees: directories three deep with names the patterns are made of, a
