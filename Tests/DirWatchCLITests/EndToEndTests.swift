@@ -472,6 +472,121 @@ final class EndToEndTests: XCTestCase {
         XCTAssertEqual(try run.waitForExit(), 0)
     }
 
+    /// The issue's test, through the command: a generated repository with nested `.gitignore`
+    /// files under `dirwatch -r --gitignore`. No kernel watch of the dirwatch process (its
+    /// `/proc/PID/fdinfo`) is on a directory git ignores, every other directory has one, and of a
+    /// file and a directory with a file made in every directory, what is printed is exactly what
+    /// `git check-ignore` does not ignore.
+    func testGitignoreOnAGeneratedTreePrintsExactlyWhatGitDoesNotIgnore() throws {
+        guard let git = installedProgram("git") else { throw XCTSkip("git is not installed") }
+        for seed: UInt64 in [1, 2, 3] {
+            try generatedGitignoreRound(git: git, seed: seed)
+            try FileManager.default.removeItem(at: directory)
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        }
+    }
+
+    /// One seeded tree of ``testGitignoreOnAGeneratedTreePrintsExactlyWhatGitDoesNotIgnore()``.
+    private func generatedGitignoreRound(git: String, seed: UInt64) throws {
+        let environment = ["HOME": directory.path, "GIT_CONFIG_NOSYSTEM": "1", "XDG_CONFIG_HOME": directory.path]
+        XCTAssertEqual(try runChild(git, ["init", "-q", directory.path], environment: environment).status, 0)
+        var random = Seeded(seed)
+        let names = ["src", "build", "logs", "cache", "lib", "d1", "d2", "gen"]
+        let patterns = [
+            "build/", "**/logs", "*.log", "!keep.log", "d*/", "!d1/", "/cache", "gen/**", "lib/gen", "*.tmp",
+        ]
+        var directories = [""]
+        var next = 0
+        while next < directories.count {
+            let parent = directories[next]
+            next += 1
+            guard parent.split(separator: "/").count < 2 else { continue }
+            for name in names.shuffled(using: &random).prefix(3) {
+                let made = parent.isEmpty ? name : parent + "/" + name
+                XCTAssertEqual(mkdir(path(made), 0o755), 0)
+                directories.append(made)
+            }
+        }
+        for parent in directories where Bool.random(using: &random) {
+            let lines = patterns.shuffled(using: &random).prefix(Int.random(in: 1...3, using: &random))
+            let file = parent.isEmpty ? ".gitignore" : parent + "/.gitignore"
+            XCTAssertTrue(
+                FileManager.default.createFile(
+                    atPath: path(file), contents: Data((lines.joined(separator: "\n") + "\n").utf8)))
+        }
+        func ignored(_ paths: [String]) throws -> Set<String> {
+            let result = try runChild(
+                git, ["-C", directory.path, "check-ignore", "--no-index", "--"] + paths, environment: environment)
+            return Set(result.output.split(separator: "\n").map(String.init))
+        }
+        let ignoredDirectories = try ignored(directories.filter { !$0.isEmpty })
+        let run = try Run(
+            Self.binary, ["-r", "--gitignore", "--exclude", ".git", "--json", directory.path], environment: environment)
+        try run.waitUntilEstablished()
+        let watchedInodes = try kernelWatchedInodes(of: run.pid)
+        for made in directories where !made.isEmpty {
+            var status = stat()
+            XCTAssertEqual(stat(path(made), &status), 0)
+            XCTAssertEqual(
+                watchedInodes.contains(UInt64(status.st_ino)), !ignoredDirectories.contains(made),
+                "seed \(seed), \(made): \(directories)")
+        }
+        var madeNow: [String] = []
+        for parent in directories {
+            let prefix = parent.isEmpty ? "" : parent + "/"
+            for name in ["new.txt", "new.log", "x.tmp"] {
+                touch(path(prefix + name))
+                madeNow.append(prefix + name)
+            }
+            XCTAssertEqual(mkdir(path(prefix + "fresh"), 0o755), 0)
+            touch(path(prefix + "fresh/inside.txt"))
+            madeNow += [prefix + "fresh", prefix + "fresh/inside.txt"]
+        }
+        // Last, and never ignored: once it is printed, everything before it is.
+        touch(path("sentinel-end.txt"))
+        var printed: Set<String> = []
+        while true {
+            let line = try run.nextJSON()
+            let printedPath = try XCTUnwrap(line["path"] as? String)
+            if printedPath == path("sentinel-end.txt") { break }
+            XCTAssertEqual(line["kind"] as? String, "created", "\(line)")
+            printed.insert(printedPath)
+        }
+        let expected = Set(madeNow).subtracting(try ignored(madeNow)).map(path)
+        XCTAssertEqual(printed, Set(expected), "seed \(seed): \(directories)")
+        run.interrupt()
+        XCTAssertEqual(try run.waitForExit(), 0)
+    }
+
+    /// A generator of repeatable draws (SplitMix64).
+    private struct Seeded: RandomNumberGenerator {
+        var state: UInt64
+        init(_ seed: UInt64) { state = seed }
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+    }
+
+    /// The inodes of every inotify watch of process `pid`, from its `/proc/PID/fdinfo`.
+    private func kernelWatchedInodes(of pid: Int32) throws -> Set<UInt64> {
+        var inodes: Set<UInt64> = []
+        for fd in try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fdinfo") {
+            let info = (try? String(contentsOfFile: "/proc/\(pid)/fdinfo/\(fd)", encoding: .utf8)) ?? ""
+            for line in info.split(separator: "\n") where line.hasPrefix("inotify wd:") {
+                if let field = line.split(separator: " ").first(where: { $0.hasPrefix("ino:") }),
+                    let inode = UInt64(field.dropFirst(4), radix: 16)
+                {
+                    inodes.insert(inode)
+                }
+            }
+        }
+        return inodes
+    }
+
     func testOnceExitsAfterTheFirstBatch() throws {
         let run = try Run(Self.binary, ["--once", "--json", directory.path])
         try run.waitUntilEstablished()

@@ -21,12 +21,13 @@ final class Run: @unchecked Sendable {
         var description: String { "timed out waiting for \(what)" }
     }
 
-    init(_ binary: URL, _ arguments: [String]) throws {
+    /// `environment`: variables set for dirwatch, over the test's own.
+    init(_ binary: URL, _ arguments: [String], environment extra: [String: String] = [:]) throws {
         process.executableURL = binary
         process.arguments = arguments
         process.standardOutput = stdout
         process.standardError = stderr
-        var environment = ProcessInfo.processInfo.environment
+        var environment = ProcessInfo.processInfo.environment.merging(extra) { $1 }
         environment["NO_COLOR"] = "1"
         process.environment = environment
         try process.run()
@@ -105,6 +106,8 @@ final class Run: @unchecked Sendable {
         let line = try nextLine()
         return try XCTUnwrap(JSONSerialization.jsonObject(with: Data(line.utf8)) as? NSDictionary, line)
     }
+
+    var pid: Int32 { process.processIdentifier }
 
     func interrupt() { kill(process.processIdentifier, SIGINT) }
     /// Stops the process as a shell's ^Z does (SIGSTOP), and lets it go on (SIGCONT).
