@@ -257,10 +257,30 @@ extension Router {
                 case nil:
                     break
                 }
+                let (new, old) = (target.path(of: to.name), source.path(of: from.name))
+                if let ends = gitIgnoreEnds(
+                    old: old, new: new, firstIsDirectory: firstIsDirectory, secondIsDirectory: secondIsDirectory,
+                    for: source.subscriber)
+                {
+                    // Across git's line: what was seen leaves, what is seen now comes in.
+                    var changes: [DirectoryChange] = []
+                    if ends.newBefore {
+                        changes.append(DirectoryChange(kind: .movedOut, path: new, isDirectory: secondIsDirectory))
+                    }
+                    if ends.oldBefore {
+                        changes.append(DirectoryChange(kind: .movedOut, path: old, isDirectory: firstIsDirectory))
+                    }
+                    if ends.newAfter {
+                        changes.append(DirectoryChange(kind: .movedIn, path: new, isDirectory: firstIsDirectory))
+                    }
+                    if ends.oldAfter {
+                        changes.append(DirectoryChange(kind: .movedIn, path: old, isDirectory: secondIsDirectory))
+                    }
+                    for change in changes { collect(change, for: source.subscriber, ignoresAside: true) }
+                    continue
+                }
                 collect(
-                    DirectoryChange(
-                        kind: .exchanged, path: target.path(of: to.name), oldPath: source.path(of: from.name),
-                        isDirectory: firstIsDirectory),
+                    DirectoryChange(kind: .exchanged, path: new, oldPath: old, isDirectory: firstIsDirectory),
                     for: source.subscriber)
             } else {
                 // Only this end is watched: an entry left, another came in under its name.
@@ -319,6 +339,13 @@ extension Router {
                 // Both moved before git's rules are asked of either: between the two moves, both
                 // directories are at one path.
                 let before = subscription.gitIgnores != nil ? gitRules(for: subscription) : nil
+                // Across git's line, each end was reported moved in: what a directory holds is
+                // reported after it.
+                let crosses =
+                    gitIgnoreEnds(
+                        old: source.path.appending(bytes: from.name), new: target.path.appending(bytes: to.name),
+                        firstIsDirectory: firstIsDirectory, secondIsDirectory: secondIsDirectory, for: subscription)
+                    != nil
                 let oldPaths = (first?.path, second?.path)
                 if let first {
                     move(first, to: to.name, in: target, of: tree, for: subscription, seeingAnew: before == nil)
@@ -329,7 +356,12 @@ extension Router {
                 if let before {
                     for (node, oldPath) in [(first, oldPaths.0), (second, oldPaths.1)] {
                         guard let node, let oldPath, tree.node(node.wd) === node else { continue }
-                        seeAnew(node, at: node.path, wd: node.wd, before: before, oldPath: oldPath, for: subscription)
+                        if crosses {
+                            reportContents(of: node, for: subscription, foundByRescan: false)
+                        } else {
+                            seeAnew(
+                                node, at: node.path, wd: node.wd, before: before, oldPath: oldPath, for: subscription)
+                        }
                     }
                 }
                 // A directory of which the tree had no node is watched under its new name (a

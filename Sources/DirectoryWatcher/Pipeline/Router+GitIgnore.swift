@@ -70,6 +70,24 @@ extension Router {
         result.entries.removeAll { ignores($0.name, $0.isDirectory) }
     }
 
+    /// An exchange of the entry at `old` (a directory when `firstIsDirectory`) with the one at
+    /// `new` that crosses the line git's rules draw, for a watcher that reads them: whether each
+    /// end was seen before (`new` holding the second entry, `old` the first) and is seen after.
+    /// Nil when both ends are seen before and after: a plain exchange.
+    func gitIgnoreEnds(
+        old: FileSystemPath, new: FileSystemPath, firstIsDirectory: Bool, secondIsDirectory: Bool,
+        for subscription: Subscription
+    ) -> (newBefore: Bool, oldBefore: Bool, newAfter: Bool, oldAfter: Bool)? {
+        guard subscription.gitIgnores != nil else { return nil }
+        let ends = (
+            newBefore: !gitIgnores(new, isDirectory: secondIsDirectory, for: subscription),
+            oldBefore: !gitIgnores(old, isDirectory: firstIsDirectory, for: subscription),
+            newAfter: !gitIgnores(new, isDirectory: firstIsDirectory, for: subscription),
+            oldAfter: !gitIgnores(old, isDirectory: secondIsDirectory, for: subscription)
+        )
+        return ends.newBefore && ends.oldBefore && ends.newAfter && ends.oldAfter ? nil : ends
+    }
+
     /// A move or an exchange whose ends may be named `.gitignore`: each such end's directory is
     /// read again.
     func gitIgnoresMoved(_ ends: [(event: BackendEvent, watches: [WatchTable<Subscription>.Watch])]) {
@@ -138,14 +156,24 @@ extension Router {
         _ node: TreeNode?, at directory: FileSystemPath, wd: Int32, before: GitIgnores, oldPath: FileSystemPath,
         for subscription: Subscription
     ) {
-        guard let state = subscription.gitIgnores, let after = gitRules(for: subscription) else { return }
+        guard let state = subscription.gitIgnores else { return }
         let tree = subscription.loop.tree
         var stack: [(path: FileSystemPath, wd: Int32, node: TreeNode?)] = [(directory, wd, node)]
-        while let (path, wd, node) = stack.popLast() {
+        let top = node
+        while let (found, wd, node) = stack.popLast() {
+            // A walk this one began (a directory let in) may have met a directory of the tree at
+            // a new path and moved its node: the path is the node's now, and one moved out of
+            // this directory, or let go, is not this directory's any more.
+            var path = found
+            if let node {
+                guard tree?.node(node.wd) === node, top.map({ node.isInside($0) }) ?? true else { continue }
+                path = node.path
+            }
+            let topPath = top?.path ?? directory
+            guard path.bytes.count >= topPath.bytes.count, let after = gitRules(for: subscription) else { continue }
             // The same directory's path before, for the rules then.
             let pathBefore =
-                oldPath == directory
-                ? path : FileSystemPath(bytes: oldPath.bytes + path.bytes[directory.bytes.count...])
+                oldPath == topPath ? path : FileSystemPath(bytes: oldPath.bytes + path.bytes[topPath.bytes.count...])
             var entries: [(name: [UInt8], isDirectory: Bool)] = []
             if let known = known[wd] {
                 known.entries.forEach { name, entry in entries.append((Array(name), entry.isDirectory)) }

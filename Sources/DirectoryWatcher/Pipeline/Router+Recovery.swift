@@ -67,6 +67,21 @@ extension Router {
             moved.append(wd)
         }
         for wd in moved { _ = rescanDirectory(wd, afterKernelOverflow: afterKernelOverflow, firstPass: false) }
+        // Each `.gitignore` read again, parents first, once every directory is known as it is now
+        // (what a file lets in is found among its directory's entries): one may have changed
+        // while the events were lost, or been exchanged with another, which a listing does not
+        // always tell.
+        for wd in ordered {
+            for watch in table.watches(wd) where watch.subscriber.gitIgnores != nil && !watch.subscriber.loop.isEnded {
+                let key = watch.node == nil ? Self.gitIgnoreRootKey : wd
+                guard
+                    known[wd]?.contains(Self.gitIgnoreName[...]) == true
+                        || watch.subscriber.gitIgnores?.lists[key] != nil
+                else { continue }
+                gitIgnoreMayHaveChanged(
+                    in: watch.node?.path ?? watch.directory, wd: wd, node: watch.node, for: watch.subscriber)
+            }
+        }
     }
 
     /// One directory of ``rescan(_:afterKernelOverflow:)``; false when it is to be listed again
@@ -149,17 +164,6 @@ extension Router {
         if listedFirstHere {
             known[wd] = directory
             if directory.lacksInodes { lacksInodes(wd, directory) }
-        }
-        // A `.gitignore` changed while the events were lost: read once the directory is known as
-        // it is now, so that what it lets in is found among its entries.
-        if differences.contains(where: {
-            $0.name.elementsEqual(Self.gitIgnoreName) || ($0.oldName?.elementsEqual(Self.gitIgnoreName) ?? false)
-        }) {
-            for watch in watches where watch.subscriber.gitIgnores != nil {
-                gitIgnoreMayHaveChanged(
-                    in: watch.node?.path ?? watch.directory, wd: watch.node == nil ? Self.gitIgnoreRootKey : wd,
-                    node: watch.node, for: watch.subscriber)
-            }
         }
         return true
     }

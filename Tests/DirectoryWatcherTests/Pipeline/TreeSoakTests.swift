@@ -368,10 +368,6 @@ struct TreeSoak {
                 // any point of a step, and `=anywhere-then-more` with the churn going on after:
                 // races not all reconciled yet (<doc:WatchingATree>; Reliability's tree soak row
                 // says what each found).
-                // Not with git's rules read: an exchange across the line between what they ignore and
-                // what they do not (or of a `.gitignore` with a directory) is not reconciled yet
-                // (<doc:WatchingATree>, "What git ignores").
-                guard !gitignore else { continue }
                 guard anywhere || operation == 0, let first = pick(files + directories) else { continue }
                 let others = (files + directories).filter {
                     $0 != first && !$0.hasPrefix(first + "/") && !first.hasPrefix($0 + "/")
