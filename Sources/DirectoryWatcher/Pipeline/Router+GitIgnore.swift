@@ -99,6 +99,23 @@ extension Router {
         }
     }
 
+    /// After a pause's batch: every `.gitignore` of the watcher's directories read again, parents
+    /// first, what changed in them while it was paused reported behind that batch.
+    func readGitIgnoresAfterResuming(_ subscription: Subscription) {
+        guard let state = subscription.gitIgnores else { return }
+        let tree = subscription.loop.tree
+        var directories: [(path: FileSystemPath, wd: Int32, node: TreeNode?)] = []
+        for wd in subscription.loop.descriptors {
+            let node = tree?.node(wd)
+            let key = node == nil ? Self.gitIgnoreRootKey : wd
+            guard known[wd]?.contains(Self.gitIgnoreName[...]) == true || state.lists[key] != nil else { continue }
+            directories.append((node?.path ?? subscription.root, wd, node))
+        }
+        for directory in directories.sorted(by: { $0.path.bytes.count < $1.path.bytes.count }) {
+            gitIgnoreMayHaveChanged(in: directory.path, wd: directory.wd, node: directory.node, for: subscription)
+        }
+    }
+
     /// Reads again the `.gitignore` files that could not be read where the tree knew their
     /// directories (``GitIgnoreState/unread``): after a rename inside the tree.
     func readUnreadGitIgnores(in tree: WatchedTree, for subscription: Subscription) {
@@ -120,7 +137,9 @@ extension Router {
     func gitIgnoreMayHaveChanged(
         in directory: FileSystemPath, wd: Int32, node: TreeNode?, for subscription: Subscription
     ) {
-        guard let state = subscription.gitIgnores, !subscription.loop.isEnded,
+        // Paused, the watcher keeps the rules it had: its resume reads them again
+        // (``readGitIgnoresAfterResuming(_:)``), once what it is told of the pause is out.
+        guard let state = subscription.gitIgnores, !subscription.loop.isEnded, subscription.loop.pause == nil,
             let before = gitRules(for: subscription)
         else { return }
         // Read through the directory, once it is known to be the one watched: by its path alone,

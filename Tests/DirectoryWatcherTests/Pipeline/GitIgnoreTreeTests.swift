@@ -135,6 +135,30 @@ final class GitIgnoreTreeTests: WatchedDirectoryTestCase {
         XCTAssertTrue(after.contains(DirectoryChange(.created, directory.url("src/later"))), "\(after)")
     }
 
+    /// A `.gitignore` edited while the watcher is paused: the resuming batch, then what the new
+    /// rules let in (watched, with what it holds) and leave out.
+    func testAGitignoreEditedWhilePausedTakesEffectOnResuming() throws {
+        mkdir(".git", "build", "src")
+        directory.touch("build/out")
+        write(".gitignore", "build/\n")
+        let loop = try watchTree()
+        defer { loop.shutdown() }
+        XCTAssertTrue(watcher.pause())
+        write(".gitignore", "src/\n")
+        directory.touch("src/paused")
+        XCTAssertTrue(watcher.resume())
+        let changes = delivered() + delivered()
+        var model = TreeModel(root: directory.path, entries: [".git": true, ".gitignore": false, "src": true])
+        XCTAssertEqual(model.apply(changes), [], "\(changes)")
+        XCTAssertEqual(
+            model.entries, [".git": true, ".gitignore": false, "build": true, "build/out": false], "\(changes)")
+        XCTAssertEqual(Set(watcher.watchedDirectories()), paths(["", ".git", "build"]))
+        directory.touch("build/later")
+        directory.touch("src/later")
+        XCTAssertEqual(
+            delivered().filter { $0.kind == .created }, [DirectoryChange(.created, directory.url("build/later"))])
+    }
+
     /// A file renamed between an ignored name and another: the other's arrival or departure.
     func testARenameBetweenAnIgnoredNameAndAnotherIsAMoveInOrOut() throws {
         mkdir(".git")
