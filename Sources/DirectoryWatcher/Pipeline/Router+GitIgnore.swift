@@ -99,13 +99,16 @@ extension Router {
         }
     }
 
-    /// After a pause's batch: every `.gitignore` of the watcher's directories read again, parents
-    /// first, what changed in them while it was paused reported behind that batch.
-    func readGitIgnoresAfterResuming(_ subscription: Subscription) {
-        guard let state = subscription.gitIgnores else { return }
+    /// Reads again the `.gitignore` of each of the watcher's directories among `descriptors` that
+    /// has one or had one, parents first: after a pause's batch (what changed while it was paused
+    /// reported behind it), or after a rescan (one may have changed while the events were lost,
+    /// or been exchanged with another, which no listing tells), once every directory is known as
+    /// it is now, so that what a file lets in is found among its directory's entries.
+    func readGitIgnores(of descriptors: [Int32], for subscription: Subscription) {
+        guard let state = subscription.gitIgnores, !subscription.loop.isEnded else { return }
         let tree = subscription.loop.tree
         var directories: [(path: FileSystemPath, wd: Int32, node: TreeNode?)] = []
-        for wd in subscription.loop.descriptors {
+        for wd in descriptors where table.watches(wd).contains(where: { $0.subscriber === subscription }) {
             let node = tree?.node(wd)
             let key = node == nil ? Self.gitIgnoreRootKey : wd
             guard known[wd]?.contains(Self.gitIgnoreName[...]) == true || state.lists[key] != nil else { continue }
@@ -138,7 +141,7 @@ extension Router {
         in directory: FileSystemPath, wd: Int32, node: TreeNode?, for subscription: Subscription
     ) {
         // Paused, the watcher keeps the rules it had: its resume reads them again
-        // (``readGitIgnoresAfterResuming(_:)``), once what it is told of the pause is out.
+        // (``readGitIgnores(of:for:)``), once what it is told of the pause is out.
         guard let state = subscription.gitIgnores, !subscription.loop.isEnded, subscription.loop.pause == nil,
             let before = gitRules(for: subscription)
         else { return }

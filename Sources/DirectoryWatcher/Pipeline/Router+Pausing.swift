@@ -114,7 +114,7 @@ extension Router {
             guard let pause = subscription.loop.pause, pause.isDue else { continue }
             subscription.loop.pause = nil
             schedule(subscription.handOverResumed(pause.owed + Self.pairMoves(pause)))
-            if subscription.gitIgnores != nil { readGitIgnoresAfterResuming(subscription) }
+            if subscription.gitIgnores != nil { readGitIgnores(of: subscription.loop.descriptors, for: subscription) }
             complete(barriers.take(.resume(ObjectIdentifier(subscription))))
             // Through collect, behind that batch: a directory gone ends the watch.
             if let failure = pause.failure { collect(failureNotice(failure, for: subscription), for: subscription) }

@@ -67,21 +67,14 @@ extension Router {
             moved.append(wd)
         }
         for wd in moved { _ = rescanDirectory(wd, afterKernelOverflow: afterKernelOverflow, firstPass: false) }
-        // Each `.gitignore` read again, parents first, once every directory is known as it is now
-        // (what a file lets in is found among its directory's entries): one may have changed
-        // while the events were lost, or been exchanged with another, which a listing does not
-        // always tell.
+        // Each `.gitignore` read again, once every directory is known as it is now.
+        var readers: [ObjectIdentifier: Subscription] = [:]
         for wd in ordered {
-            for watch in table.watches(wd) where watch.subscriber.gitIgnores != nil && !watch.subscriber.loop.isEnded {
-                let key = watch.node == nil ? Self.gitIgnoreRootKey : wd
-                guard
-                    known[wd]?.contains(Self.gitIgnoreName[...]) == true
-                        || watch.subscriber.gitIgnores?.lists[key] != nil
-                else { continue }
-                gitIgnoreMayHaveChanged(
-                    in: watch.node?.path ?? watch.directory, wd: wd, node: watch.node, for: watch.subscriber)
+            for watch in table.watches(wd) where watch.subscriber.gitIgnores != nil {
+                readers[ObjectIdentifier(watch.subscriber)] = watch.subscriber
             }
         }
+        for subscription in readers.values { readGitIgnores(of: ordered, for: subscription) }
     }
 
     /// One directory of ``rescan(_:afterKernelOverflow:)``; false when it is to be listed again
