@@ -62,7 +62,8 @@ extension Router {
     /// reported again; another one (a rename over an empty directory, which the kernel reports
     /// as a move in alone), `met` is let go and the newcomer walked. Its path stale (an
     /// ancestor's rename still to be routed, which is how the event could not be recognised as
-    /// a repeat of the listing), it is tried again at its new path after that rename.
+    /// a repeat of the listing), it is tried again at its new path after that rename, what it
+    /// holds owed meanwhile (``TreeNode/contentsOwed``).
     private func walkAgain(
         _ met: TreeNode, of tree: WatchedTree, for subscription: Subscription, throughLink: Bool, reporting: Bool,
         foundByRescan: Bool
@@ -76,7 +77,8 @@ extension Router {
             return
         }
         if !result.isWatched, let failure = result.failure, failure.errno == ENOENT || failure.errno == ENOTDIR {
-            tree.unreached.append((parent, met.name, reporting, foundByRescan, true))
+            met.contentsOwed = true
+            tree.unreached.append((parent, met.name, reporting, foundByRescan))
             return
         }
         for wd in tree.remove(met) { release(wd, for: subscription) }
@@ -252,7 +254,8 @@ extension Router {
         for entry in unreached where tree.node(entry.parent.wd) === entry.parent {
             treeChanged(
                 entry.name[...], at: entry.parent, appeared: true, for: subscription,
-                foundByRescan: entry.foundByRescan, reporting: entry.reporting, told: entry.told)
+                foundByRescan: entry.foundByRescan, reporting: entry.reporting,
+                told: entry.parent.child(entry.name[...])?.contentsOwed ?? false)
         }
     }
 

@@ -216,7 +216,7 @@ extension Router {
                 // Removed since it was listed, or an ancestor renamed (or exchanged with a file,
                 // ENOTDIR): then the rename's event is still to come, and the directory is tried
                 // again at its new path after it.
-                tree.unreached.append((step.parent, step.name, reporting, foundByRescan, false))
+                tree.unreached.append((step.parent, step.name, reporting, foundByRescan))
             }
             if failure.errno == EACCES || failure.errno == EPERM {
                 // Tried again when its attributes change; still refused, it was said already.
@@ -270,6 +270,7 @@ extension Router {
         // What git's rules let in at the new path and did not at the old: walked after.
         var newlyLetIn: [(parent: TreeNode, name: [UInt8])] = []
         while let next = stack.popLast() {
+            next.contentsOwed = false
             let path = next.path
             var entries: [(name: [UInt8], isDirectory: Bool)] = []
             if let directory = known[next.wd] {

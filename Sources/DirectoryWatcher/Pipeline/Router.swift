@@ -310,7 +310,7 @@ final class Router {
         // and the events read since about what is in it carried its new path. Its arrival was
         // said; its departure alone is news. (Reported as a rename, it would put the consumer's
         // copy of the directory from its old path over what those events said.)
-        let arrivalListed = to.has(EventMask.isDirectory) && isListed(to)
+        let arrivalListed = to.has(EventMask.isDirectory) && (isListed(to) || isMetEarly(from, to))
         if from.wd == to.wd {
             known[from.wd]?.renamed(
                 from: from.name, to: to.name, isDirectory: to.has(EventMask.isDirectory), at: wallNow)
@@ -385,6 +385,19 @@ final class Router {
         guard let target = known[arrival.wd], target.suppressesRepeats, let inode = target.listedInode(arrival.name)
         else { return false }
         return entryInode(Array(arrival.name), in: arrival.wd) == inode
+    }
+
+    /// Whether an inotify tree's walk met the directory this move brings at its new name before
+    /// the event, by its watch (``TreeNode/metEarlyIn``), and reported it there with what it
+    /// holds: its arrival was said, though the disk cannot confirm it when an ancestor of the
+    /// target was renamed since (the path leads nowhere).
+    private func isMetEarly(_ from: BackendEvent, _ to: BackendEvent) -> Bool {
+        table.watches(to.wd).contains { watch in
+            guard let target = watch.node, let tree = watch.subscriber.loop.tree, !tree.isLazy,
+                let met = target.child(to.name), met.metEarlyIn == from.wd
+            else { return false }
+            return tree.metEarlyNames[met.wd]?[...] == from.name
+        }
     }
 
     /// `ignoresAside`: a change git's rules are not to filter (what a `.gitignore` that changed

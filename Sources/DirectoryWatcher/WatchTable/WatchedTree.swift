@@ -12,9 +12,7 @@ final class WatchedTree {
     /// Directories a listing found that could not be opened by the path they were found at (an
     /// ancestor renamed meanwhile, most often): tried again, at their parent's new path, after the
     /// next rename inside the tree. `reporting`: their entries are to be reported as created.
-    /// `told`: the watcher was told the name holds a directory new there, whose node the tree
-    /// had already (``Router/treeChanged``).
-    var unreached: [(parent: TreeNode, name: [UInt8], reporting: Bool, foundByRescan: Bool, told: Bool)] = []
+    var unreached: [(parent: TreeNode, name: [UInt8], reporting: Bool, foundByRescan: Bool)] = []
     /// Its directories get nodes as they are met (a fanotify tree: one mark covers them all, so
     /// a directory without a node is still seen): a directory renamed inside the tree with no
     /// node has nothing to follow, and is no news of its entries.
@@ -121,6 +119,11 @@ final class TreeNode {
     /// Met by a walk at a new path before the event that moved it there (-1 when not): the
     /// descriptor of the directory it was in. Its move, or exchange, when routed, was said.
     var metEarlyIn: Int32 = -1
+    /// The watcher was told its name holds a directory new there, which tells a consumer to
+    /// forget what it held, and what it holds could not be said then, its path stale
+    /// (``Router/treeChanged``): said when its name is tried again (``WatchedTree/unreached``),
+    /// unless a walk that met it again at its new path said it first.
+    var contentsOwed = false
     fileprivate weak var tree: WatchedTree?
     private let rootPath: FileSystemPath?
     private var cachedPath: FileSystemPath?

@@ -301,6 +301,67 @@ class TreeTests: WatchedDirectoryTestCase {
         XCTAssertEqual(delivered(), [DirectoryChange(.created, directory.url("r/m/later"))])
     }
 
+    /// The same, the ancestor renamed into a directory made just before, not watched yet (the
+    /// tree soak's seed 2128936960): the move's event, read first, is reported as a move in and
+    /// its path no longer leads anywhere; the new directory's walk then meets the ancestor there
+    /// and reports all it holds, the moved directory's entries with it. Those are reported once:
+    /// its entries owed since the move in are among them.
+    func testAMoveInTheListingShowedUnderADirectoryRenamedIntoANewOneIsReportedOnce() throws {
+        try XCTSkipUnless(usesInotify, "the moment between a watch and a listing is an inotify tree's")
+        let outside = TemporaryDirectory()
+        XCTAssertEqual(Glibc.mkdir(outside.url("m"), 0o755), 0)
+        outside.touch("m/f")
+        let (p, n) = (directory.url("p"), directory.url("n"))
+        let loop = try watchTree(
+            on: calls(whenWatched: [
+                // p is watched: d made in it, which its listing shows.
+                p: { _ = Glibc.mkdir(p + "/d", 0o755) },
+                // d is watched: the move's event is queued on it, and its listing shows m.
+                p + "/d": { _ = Glibc.rename(outside.url("m"), p + "/d/m") },
+                // m is watched (and listed next, f with it): p renamed into directories made
+                // now, before the move's event is read.
+                p + "/d/m": {
+                    _ = Glibc.mkdir(n, 0o755)
+                    _ = Glibc.mkdir(n + "/s", 0o755)
+                    _ = Glibc.rename(p, n + "/s/r")
+                },
+            ]))
+        defer { loop.shutdown() }
+        mkdir("p")
+        XCTAssertNil(differencesFromTheDisk(rounds: 2))
+        directory.touch("n/s/r/d/m/later")
+        XCTAssertEqual(delivered(), [DirectoryChange(.created, directory.url("n/s/r/d/m/later"))])
+    }
+
+    /// A directory of the tree renamed into a new directory between that directory's watch and
+    /// its listing, then the new directory renamed before the move's events are read: the walk
+    /// met the directory at its new name (its node follows it there) and reported it with what
+    /// it holds. The disk cannot confirm the arrival (its path leads nowhere since the rename);
+    /// it was said all the same, and the departure alone is news. (Reported as a rename, then
+    /// what it holds once more at the new path, each file came twice.)
+    func testADirectoryRenamedIntoANewOneRenamedSinceIsReportedOnce() throws {
+        try XCTSkipUnless(usesInotify, "the moment between a watch and a listing is an inotify tree's")
+        mkdir("a")
+        mkdir("a/x")
+        directory.touch("a/x/f")
+        let (a, n, r) = (directory.url("a"), directory.url("n"), directory.url("r"))
+        let loop = try watchTree(
+            on: calls(whenWatched: [
+                // n is watched: its listing shows y, and x, which the tree knows in a.
+                n: {
+                    _ = Glibc.mkdir(n + "/y", 0o755)
+                    _ = Glibc.rename(a + "/x", n + "/x")
+                },
+                // y is watched (after n's listing): n renamed before the move's events are read.
+                n + "/y": { _ = Glibc.rename(n, r) },
+            ]))
+        defer { loop.shutdown() }
+        mkdir("n")
+        XCTAssertNil(differencesFromTheDisk(startingFrom: ["a": true, "a/x": true, "a/x/f": false], rounds: 2))
+        directory.touch("r/x/later")
+        XCTAssertEqual(delivered(), [DirectoryChange(.created, directory.url("r/x/later"))])
+    }
+
     /// A directory moved in over an empty directory of the tree (a rename may replace one): the
     /// arrival is watched and what it holds reported, and the one it replaced is let go.
     func testADirectoryMovedInOverAnEmptyOneIsWatchedAndReported() throws {
