@@ -78,34 +78,54 @@ public struct DirectoryChange: Hashable, Sendable, CustomStringConvertible {
     }
 
     public var kind: Kind
+    // Four stored fields in three words: Swift passes such a value in registers, where the
+    // wider one before (eight fields, 40 bytes) was built in memory and copied at each hand-over,
+    // a copy and a destroy per change in the router alone (callgrind). Beside `kind`, to share
+    // its word: the four flags.
+    private var flags: UInt8
     /// The entry's absolute path.
     public var path: FileSystemPath
     /// For ``Kind/renamed``, the entry's previous absolute path; for ``Kind/exchanged``, the other
     /// entry's path. For ``Kind/movedIn``, where the
     /// entry came from when another watcher of this process watches that directory. Nil otherwise.
-    public var oldPath: FileSystemPath?
+    public var oldPath: FileSystemPath? {
+        get { extra?.oldPath }
+        set { extra = Extra.of(oldPath: newValue, error: error, droppedChanges: droppedChanges) }
+    }
     /// Whether the entry is a directory, as the kernel reported it (`IN_ISDIR`).
-    public var isDirectory: Bool
+    public var isDirectory: Bool {
+        get { flags & Flags.isDirectory != 0 }
+        set { set(Flags.isDirectory, newValue) }
+    }
     /// True for a change found by listing the directory again after the kernel dropped events
     /// (it follows an ``Kind/overflow`` notice), rather than reported by the kernel itself. See
     /// Lost changes and rescans.
-    public var foundByRescan: Bool
+    public var foundByRescan: Bool {
+        get { flags & Flags.foundByRescan != 0 }
+        set { set(Flags.foundByRescan, newValue) }
+    }
     /// True for a change made while the watcher was paused (``DirectoryWatcher/pause()``), found
     /// on ``DirectoryWatcher/resume()`` by comparing what the watcher had been told of its
     /// directories with a fresh listing of the ones that had changed. Such changes come in one
     /// batch, the first after resuming. See <doc:StartingStoppingAndPausing>.
-    public var whilePaused: Bool
+    public var whilePaused: Bool {
+        get { flags & Flags.whilePaused != 0 }
+        set { set(Flags.whilePaused, newValue) }
+    }
     /// True for a change made while nothing watched: found when a watcher started from a saved
     /// state (``DirectoryWatcher/Options/savedState``) by comparing the state with a fresh
     /// listing. Such changes come in one batch, the first after the watcher starts. See
     /// <doc:SavedState>.
-    public var whileStopped: Bool
+    public var whileStopped: Bool {
+        get { flags & Flags.whileStopped != 0 }
+        set { set(Flags.whileStopped, newValue) }
+    }
     /// For a ``Kind/failed`` change: why its directory could not be watched or listed
     /// (permission denied, out of descriptors, the watch limit), with the directory's path
     /// (``DirectoryWatcherError/path``). Nil for every other kind.
     public var error: DirectoryWatcherError? {
         get { extra?.error }
-        set { setExtra(error: newValue, droppedChanges: droppedChanges) }
+        set { extra = Extra.of(oldPath: oldPath, error: newValue, droppedChanges: droppedChanges) }
     }
     /// For an ``Kind/overflow`` notice that says the watcher's own callbacks (or an async
     /// sequence's consumer) fell too far behind: how many changes were dropped while it caught
@@ -113,12 +133,22 @@ public struct DirectoryChange: Hashable, Sendable, CustomStringConvertible {
     /// again (``foundByRescan``). Nil for the kernel's own overflow, whose count nobody knows.
     public var droppedChanges: Int? {
         get { extra?.droppedChanges }
-        set { setExtra(error: error, droppedChanges: newValue) }
+        set { extra = Extra.of(oldPath: oldPath, error: error, droppedChanges: newValue) }
     }
-    /// The error and the count, out of line: a change is copied several times on its way to a
-    /// callback, and inline fields (two strings, a count) would make every change several times
-    /// wider for fields that are almost always nil.
+
+    /// What is almost always nil (the old path of a rename, an error, a count), out of line.
     private var extra: Extra?
+
+    private enum Flags {
+        static let isDirectory: UInt8 = 1
+        static let foundByRescan: UInt8 = 2
+        static let whilePaused: UInt8 = 4
+        static let whileStopped: UInt8 = 8
+    }
+
+    private mutating func set(_ flag: UInt8, _ on: Bool) {
+        flags = on ? flags | flag : flags & ~flag
+    }
 
     public init(
         kind: Kind, path: FileSystemPath, oldPath: FileSystemPath? = nil, isDirectory: Bool,
@@ -127,16 +157,10 @@ public struct DirectoryChange: Hashable, Sendable, CustomStringConvertible {
     ) {
         self.kind = kind
         self.path = path
-        self.oldPath = oldPath
-        self.isDirectory = isDirectory
-        self.foundByRescan = foundByRescan
-        self.whilePaused = whilePaused
-        self.whileStopped = whileStopped
-        setExtra(error: error, droppedChanges: droppedChanges)
-    }
-
-    private mutating func setExtra(error: DirectoryWatcherError?, droppedChanges: Int?) {
-        extra = error == nil && droppedChanges == nil ? nil : Extra(error: error, droppedChanges: droppedChanges)
+        flags =
+            (isDirectory ? Flags.isDirectory : 0) | (foundByRescan ? Flags.foundByRescan : 0)
+            | (whilePaused ? Flags.whilePaused : 0) | (whileStopped ? Flags.whileStopped : 0)
+        extra = Extra.of(oldPath: oldPath, error: error, droppedChanges: droppedChanges)
     }
 
     public var description: String {
@@ -152,20 +176,31 @@ public struct DirectoryChange: Hashable, Sendable, CustomStringConvertible {
 }
 
 extension DirectoryChange {
-    /// A boxed ``DirectoryChange/error`` and ``DirectoryChange/droppedChanges``, compared and
-    /// hashed by value.
+    /// A boxed ``DirectoryChange/oldPath``, ``DirectoryChange/error`` and
+    /// ``DirectoryChange/droppedChanges``, compared and hashed by value; none when all three
+    /// are nil, so that equal changes have equal fields.
     private final class Extra: Hashable, Sendable {
+        let oldPath: FileSystemPath?
         let error: DirectoryWatcherError?
         let droppedChanges: Int?
 
-        init(error: DirectoryWatcherError?, droppedChanges: Int?) {
+        private init(oldPath: FileSystemPath?, error: DirectoryWatcherError?, droppedChanges: Int?) {
+            self.oldPath = oldPath
             self.error = error
             self.droppedChanges = droppedChanges
         }
 
-        static func == (a: Extra, b: Extra) -> Bool { a.error == b.error && a.droppedChanges == b.droppedChanges }
+        static func of(oldPath: FileSystemPath?, error: DirectoryWatcherError?, droppedChanges: Int?) -> Extra? {
+            oldPath == nil && error == nil && droppedChanges == nil
+                ? nil : Extra(oldPath: oldPath, error: error, droppedChanges: droppedChanges)
+        }
+
+        static func == (a: Extra, b: Extra) -> Bool {
+            a.oldPath == b.oldPath && a.error == b.error && a.droppedChanges == b.droppedChanges
+        }
 
         func hash(into hasher: inout Hasher) {
+            hasher.combine(oldPath)
             hasher.combine(error)
             hasher.combine(droppedChanges)
         }

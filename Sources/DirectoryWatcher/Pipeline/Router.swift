@@ -402,8 +402,8 @@ final class Router {
 
     /// `ignoresAside`: a change git's rules are not to filter (what a `.gitignore` that changed
     /// lets in or leaves out).
-    func collect(_ change: DirectoryChange, for subscription: Subscription, ignoresAside: Bool = false) {
-        var change = change
+    func collect(_ change: consuming DirectoryChange, for subscription: Subscription, ignoresAside: Bool = false) {
+        // Taken, not copied: a change is built for one watcher and ends in its batch.
         if subscription.loop.pause != nil, !ChangeTranslation.endsWatch(change) {
             // Paused: resuming lists the directories instead. A notice that a listing will not
             // repeat (a watch that could not be added, a listing that failed) is kept for then.
@@ -416,12 +416,13 @@ final class Router {
             guard let kept = gitFiltered(change, for: subscription) else { return }
             change = kept
         }
+        let ends = ChangeTranslation.endsWatch(change)
         if subscription.loop.settler != nil {
             settle(change, for: subscription)
         } else if subscription.collect(change) {
             outbox.dirty.append(subscription)
         }
-        if ChangeTranslation.endsWatch(change) {
+        if ends {
             subscription.loop.endsWithBatch = true
             end(subscription)
         }

@@ -230,7 +230,7 @@ final class Subscription: @unchecked Sendable {
 
     /// Leader: adds a change to the batch, folding repeated writes (or reads) of one file into
     /// one. Returns true when the batch was empty before.
-    func collect(_ change: DirectoryChange) -> Bool {
+    func collect(_ change: consuming DirectoryChange) -> Bool {
         if change.kind == .modified || change.kind == .accessed, let last = loop.pending.last, last == change {
             return false
         }
