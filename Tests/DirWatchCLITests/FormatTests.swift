@@ -99,6 +99,26 @@ import Testing
         #expect(try json(change(.overflow, "/d", directory: true))["error"] == nil)
     }
 
+    /// The check eight bytes at a time agrees with a byte at a time: every byte value, at every
+    /// position of a word and of the tail, among the lowest, highest and an ordinary plain byte,
+    /// with either byte the caller sets apart.
+    @Test func testPlainPathsAreFoundEightBytesAtATime() {
+        for other in [UInt8(ascii: "\""), UInt8(ascii: ">")] {
+            for (length, base) in [1, 7, 8, 9, 16, 21].flatMap({ length in [0x20, 0x61, 0x7E].map { (length, $0) } }) {
+                for position in 0..<length {
+                    for value in UInt8.min...UInt8.max {
+                        var bytes = [UInt8](repeating: UInt8(base), count: length)
+                        bytes[position] = value
+                        let expected = value >= 0x20 && value < 0x7F && value != UInt8(ascii: "\\") && value != other
+                        #expect(
+                            Escaping.isPlain(bytes, except: other) == expected,
+                            "byte \(value) at \(position) of \(length)")
+                    }
+                }
+            }
+        }
+    }
+
     @Test func testJSONStaysValidForOddNames() throws {
         let names = [
             "/d/new\nline", "/d/quote\"", "/d/back\\slash", "/d/\u{1B}[31m", "/d/tab\t", "/d/\u{2028}sep",
