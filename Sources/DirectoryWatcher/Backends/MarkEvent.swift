@@ -2,47 +2,113 @@ import Glibc
 
 /// One record of a backend that marks whole file systems and names directories by handle
 /// (``FileSystemMarkBackend``; fanotify's records with `FAN_REPORT_DFID_NAME` are these).
+///
+/// Its names and handles stay in the bytes of the read, at offsets: copying a record (the loop
+/// lends each one to the router out of the parser's array) is then one retain, where a handle of
+/// its own each would be four, and a handle is made only when the router's table is asked.
 struct MarkEvent: Equatable, Sendable {
     /// What happened: ``EventMask``'s bits, and ``MarkBits``' (fanotify's mask is these: it
     /// shares inotify's bits, `IN_CREATE` is `FAN_CREATE`). The kernel may merge several events about
     /// one name into one record, whose mask is then their union.
     var mask: UInt64
-    /// The directory that holds the entry (for `FAN_RENAME`, the one it left), and the entry's
-    /// name (``name``); "." for an event about the directory itself. Nil for an overflow, or an
-    /// event about a file that no directory holds any more (reported by its own handle alone).
-    var directory: KernelHandle?
-    /// For `FAN_RENAME`: the directory the entry went to, and its name there (``newName``).
-    var newDirectory: KernelHandle?
-    /// The handle of a directory created or of an entry renamed (the entry's own,
-    /// `FAN_REPORT_TARGET_FID`, since 5.17); nil for any other record.
-    var object: KernelHandle?
-    /// Holds the names at their ranges: for a parsed event, one copy of the bytes its read
-    /// returned, shared by every event of that read (as ``BackendEvent`` shares its read's).
-    var storage: [UInt8] = []
-    var nameRange: Range<Int> = 0..<0
-    var newNameRange: Range<Int> = 0..<0
+    /// Holds the names at their ranges and the handles at their offsets: for a parsed event, one
+    /// copy of the bytes its read returned, shared by every event of that read (as
+    /// ``BackendEvent`` shares its read's).
+    private(set) var storage: [UInt8]
+    private(set) var nameRange: Range<Int>
+    private(set) var newNameRange: Range<Int>
+    /// Where the handles start in ``storage`` (``Handles``), or -1 for none.
+    private let directoryAt: Int32
+    private let newDirectoryAt: Int32
+    private let objectAt: Int32
+
+    /// Where a record's handles and names are in the bytes of its read; -1 for a handle it has
+    /// not. A handle there is laid out as fanotify writes it: the file system's 8-byte id, then
+    /// `struct file_handle` (`handle_bytes`, `handle_type`, the bytes), checked to fit.
+    struct Handles {
+        var directory = -1
+        var name = 0..<0
+        var newDirectory = -1
+        var newName = 0..<0
+        var object = -1
+    }
+
+    /// A record read from the bytes of its read, whose handles and names are at `handles`.
+    init(mask: UInt64, sharing storage: [UInt8], at handles: Handles) {
+        self.mask = mask
+        self.storage = storage
+        nameRange = handles.name
+        newNameRange = handles.newName
+        directoryAt = Int32(handles.directory)
+        newDirectoryAt = Int32(handles.newDirectory)
+        objectAt = Int32(handles.object)
+    }
 
     init(
         mask: UInt64, directory: KernelHandle? = nil, name: [UInt8] = [], newDirectory: KernelHandle? = nil,
         newName: [UInt8] = [], object: KernelHandle? = nil
     ) {
-        self.mask = mask
-        self.directory = directory
-        self.newDirectory = newDirectory
-        self.object = object
-        storage = name + newName
-        nameRange = 0..<name.count
-        newNameRange = name.count..<(name.count + newName.count)
+        var storage = name + newName
+        func append(_ handle: KernelHandle?) -> Int {
+            guard let handle else { return -1 }
+            let start = storage.count
+            storage += handle.fileSystemID
+            withUnsafeBytes(of: UInt32(handle.bytes.count).littleEndian) { storage += $0 }
+            withUnsafeBytes(of: handle.type.littleEndian) { storage += $0 }
+            storage += handle.bytes
+            return start
+        }
+        var handles = Handles(name: 0..<name.count, newName: name.count..<(name.count + newName.count))
+        handles.directory = append(directory)
+        handles.newDirectory = append(newDirectory)
+        handles.object = append(object)
+        self.init(mask: mask, sharing: storage, at: handles)
     }
 
-    /// A record about to be read into: its mask, and the read's bytes its names will be in.
-    init(mask: UInt64, sharing storage: [UInt8]) {
-        self.mask = mask
-        self.storage = storage
-    }
+    /// The directory that holds the entry (for `FAN_RENAME`, the one it left), and the entry's
+    /// name (``name``); "." for an event about the directory itself. Nil for an overflow, or an
+    /// event about a file that no directory holds any more (reported by its own handle alone).
+    var directory: KernelHandle? { handle(at: directoryAt) }
+    /// For `FAN_RENAME`: the directory the entry went to, and its name there (``newName``).
+    var newDirectory: KernelHandle? { handle(at: newDirectoryAt) }
+    /// The handle of a directory created or of an entry renamed (the entry's own,
+    /// `FAN_REPORT_TARGET_FID`, since 5.17); nil for any other record.
+    var object: KernelHandle? { handle(at: objectAt) }
 
     var name: [UInt8] { Array(storage[nameRange]) }
     var newName: [UInt8] { Array(storage[newNameRange]) }
+
+    /// Whether the directory of this record (the new one, `renamed`) is `handle`, compared in
+    /// place: nothing is made.
+    func names(_ handle: KernelHandle, renamed: Bool = false) -> Bool {
+        let start = Int(renamed ? newDirectoryAt : directoryAt)
+        guard start >= 0 else { return false }
+        return storage.withUnsafeBytes { bytes in
+            handle.matches(
+                fileSystemID: UnsafeRawBufferPointer(rebasing: bytes[start..<(start + 8)]),
+                type: bytes.loadUnaligned(fromByteOffset: start + 12, as: Int32.self),
+                bytes: Self.handleBytes(in: bytes, at: start))
+        }
+    }
+
+    /// The handle whose bytes start at `start`, made now.
+    private func handle(at start: Int32) -> KernelHandle? {
+        guard start >= 0 else { return nil }
+        let start = Int(start)
+        return storage.withUnsafeBytes { bytes in
+            KernelHandle(
+                fileSystemID: UnsafeRawBufferPointer(rebasing: bytes[start..<(start + 8)]),
+                type: bytes.loadUnaligned(fromByteOffset: start + 12, as: Int32.self),
+                bytes: Self.handleBytes(in: bytes, at: start))
+        }
+    }
+
+    /// The bytes of the handle at `start` (its length, `handle_bytes`, was checked to fit when
+    /// the record was read; a slice traps rather than read past the storage).
+    private static func handleBytes(in bytes: UnsafeRawBufferPointer, at start: Int) -> UnsafeRawBufferPointer {
+        let length = Int(bytes.loadUnaligned(fromByteOffset: start + 8, as: UInt32.self))
+        return UnsafeRawBufferPointer(rebasing: bytes[(start + 16)..<(start + 16 + length)])
+    }
 
     /// The backend event with this record's name (the new one, `renamed`), sharing its bytes.
     func backendEvent(wd: Int32, mask: UInt32, cookie: UInt32 = 0, renamed: Bool = false) -> BackendEvent {

@@ -25,6 +25,15 @@ struct MarkedTrees {
 
     init(backend: any FileSystemMarkBackend) { self.backend = backend }
 
+    /// When the directory `event` names (its new one, `renamed`) is the last one a record named:
+    /// its descriptor, or nil inside for a directory outside every tree. Nil otherwise.
+    /// (Mutating though it changes nothing: called on the router's stored property, a plain
+    /// method would be given a copy of this whole struct, six retains and releases a record.)
+    mutating func last(namedBy event: MarkEvent, renamed: Bool = false) -> Int32?? {
+        guard let last, event.names(last.handle, renamed: renamed) else { return nil }
+        return .some(last.wd)
+    }
+
     /// The descriptor of a directory's handle, if it has one.
     mutating func descriptor(_ handle: KernelHandle) -> Int32? {
         if let last, last.handle == handle { return last.wd }

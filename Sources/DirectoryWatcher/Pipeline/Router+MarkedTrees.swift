@@ -156,7 +156,7 @@ extension Router {
             return
         }
 
-        guard let directoryHandle = event.directory, let wd = descriptor(resolving: directoryHandle) else { return }
+        guard let wd = descriptor(resolving: event) else { return }
         if event.isAboutDirectoryItself {
             for mask in MarkEvent.directoryEvents(event.mask) {
                 // Through inotify, the parent's watch reports what happens to a directory by its
@@ -199,14 +199,14 @@ extension Router {
     /// tree, a move out or in when one is.
     private func routeRename(_ event: MarkEvent) {
         let directory = event.isDirectory ? EventMask.isDirectory : 0
-        var source = event.directory.flatMap { descriptor(resolving: $0) }
-        var target = event.newDirectory.flatMap { descriptor(resolving: $0) }
+        var source = descriptor(resolving: event)
+        var target = descriptor(resolving: event, renamed: true)
         if held.isHolding, !continuesHeldRename(event, from: source, to: target) {
             // What was held comes first, and may bring in the directories this record names
             // (a tree moved in, then a directory of it moved on): they are resolved after it.
             releaseHeldMove()
-            source = event.directory.flatMap { descriptor(resolving: $0) }
-            target = event.newDirectory.flatMap { descriptor(resolving: $0) }
+            source = descriptor(resolving: event)
+            target = descriptor(resolving: event, renamed: true)
         }
         if source == nil, event.isDirectory {
             // A directory that comes in from outside: what lies in it was outside too.
@@ -280,6 +280,15 @@ extension Router {
         let fd = try table.system.openDirectoryReference(path, followingLinks: false)
         defer { table.system.close(fd) }
         return try body(fd)
+    }
+
+    /// The descriptor of the directory a record names (its new one, `renamed`), as
+    /// ``descriptor(resolving:)-(KernelHandle)`` gives it; its handle is made only when it is not
+    /// the last one a record named.
+    private func descriptor(resolving event: MarkEvent, renamed: Bool = false) -> Int32? {
+        if let last = marked.last(namedBy: event, renamed: renamed) { return last }
+        guard let handle = renamed ? event.newDirectory : event.directory else { return nil }
+        return descriptor(resolving: handle)
     }
 
     /// The descriptor of the directory `handle` names, resolved now if the table does not know

@@ -44,4 +44,40 @@ final class MarkEventTests: XCTestCase {
         XCTAssertEqual(
             MarkEvent.directoryEvents(UInt64(EventMask.moveSelf)), [EventMask.moveSelf | directory])
     }
+
+    /// A record keeps its handles as bytes beside its names, read where they are: each reads
+    /// back as it was given, and is told from another by its id, type, length or bytes.
+    func testHandlesReadBackFromTheRecordsBytes() {
+        func handle(_ bytes: [UInt8], type: Int32 = 1, id: UInt8 = 1) -> KernelHandle {
+            KernelHandle(fileSystemID: [UInt8](repeating: id, count: 8), type: type, bytes: bytes)
+        }
+        let old = handle([1, 2, 3, 4, 5, 6, 7, 8])
+        let new = handle([9])
+        let object = handle([], type: -2)
+        let event = MarkEvent(
+            mask: MarkBits.rename, directory: old, name: Array("a".utf8), newDirectory: new,
+            newName: Array("bc".utf8), object: object)
+        XCTAssertEqual(event.directory, old)
+        XCTAssertEqual(event.newDirectory, new)
+        XCTAssertEqual(event.object, object)
+        XCTAssertEqual(event.name, Array("a".utf8))
+        XCTAssertEqual(event.newName, Array("bc".utf8))
+        XCTAssertTrue(event.names(old))
+        XCTAssertTrue(event.names(new, renamed: true))
+        XCTAssertFalse(event.names(new))
+        XCTAssertFalse(event.names(old, renamed: true))
+        XCTAssertFalse(event.names(handle([1, 2, 3, 4, 5, 6, 7, 9])), "other bytes")
+        XCTAssertFalse(event.names(handle([1, 2, 3, 4, 5, 6, 7, 8], type: 2)), "another type")
+        XCTAssertFalse(event.names(handle([1, 2, 3, 4, 5, 6, 7, 8], id: 2)), "another file system")
+        XCTAssertFalse(event.names(handle([1, 2, 3, 4, 5, 6, 7])), "shorter")
+        XCTAssertFalse(event.names(handle([1, 2, 3, 4, 5, 6, 7, 8, 0])), "longer")
+
+        let none = MarkEvent(mask: UInt64(EventMask.create), name: Array("f".utf8))
+        XCTAssertNil(none.directory)
+        XCTAssertNil(none.newDirectory)
+        XCTAssertNil(none.object)
+        XCTAssertFalse(none.names(old))
+        XCTAssertFalse(none.names(old, renamed: true))
+        XCTAssertEqual(MarkEvent(mask: MarkBits.queueOverflow).directory, nil)
+    }
 }

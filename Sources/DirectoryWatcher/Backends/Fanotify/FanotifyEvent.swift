@@ -1,8 +1,9 @@
 import Glibc
 
 /// Parses what a read of a fanotify descriptor returned. The only code that reads fanotify's raw
-/// records: fields are loaded unaligned, and every length is checked against the bytes read, so a
-/// record that does not fit is reported as possible loss, never read past.
+/// records (``MarkEvent`` reads its handles where this checked them): fields are loaded
+/// unaligned, and every length is checked against the bytes read, so a record that does not fit
+/// is reported as possible loss, never read past.
 enum FanotifyEventParser {
     /// The metadata's fixed part: `event_len`, `vers`, `reserved`, `metadata_len`, `mask`, `fd`, `pid`.
     static let metadataSize = 24
@@ -28,9 +29,7 @@ enum FanotifyEventParser {
 
     static func parse(_ buffer: UnsafeRawBufferPointer) -> Parsed {
         var parsed = Parsed()
-        // The events of a read come mostly from one directory: its handle is made once.
-        var previous: KernelHandle?
-        // One copy of the read for every name in it.
+        // One copy of the read for every name and handle in it.
         let storage = Array(buffer)
         // No record is shorter than its metadata and one handle with a name: the array is not
         // grown (and its records moved) as they are read.
@@ -50,27 +49,26 @@ enum FanotifyEventParser {
                 parsed.isMalformed = true
                 break
             }
-            var event = MarkEvent(
-                mask: buffer.loadUnaligned(fromByteOffset: offset + 8, as: UInt64.self), sharing: storage)
+            let mask = buffer.loadUnaligned(fromByteOffset: offset + 8, as: UInt64.self)
             let fd = buffer.loadUnaligned(fromByteOffset: offset + 16, as: Int32.self)
             if fd >= 0 { parsed.descriptors.append(fd) }
-            let record = UnsafeRawBufferPointer(rebasing: buffer[(offset + metadataLength)..<(offset + length)])
             let start = offset + metadataLength
-            if !parseInformation(record, at: start, into: &event, previous: &previous) {
+            let record = UnsafeRawBufferPointer(rebasing: buffer[start..<(offset + length)])
+            var handles = MarkEvent.Handles()
+            if !parseInformation(record, at: start, mask: mask, into: &handles) {
                 parsed.isMalformed = true
             }
-            // Its last use: moved into the array, not copied.
-            parsed.events.append(consume event)
+            // Made in one piece from plain offsets: nothing reference-counted is copied.
+            parsed.events.append(MarkEvent(mask: mask, sharing: storage, at: handles))
             offset += length
         }
         return parsed
     }
 
-    /// Reads an event's information records; false when one does not fit.
-    /// `start`: where `records` begins in the read (the names' ranges are offsets into it).
+    /// Reads an event's information records, where its handles and names are; false when one
+    /// does not fit. `start`: where `records` begins in the read (the offsets are into it).
     private static func parseInformation(
-        _ records: UnsafeRawBufferPointer, at start: Int, into event: inout MarkEvent,
-        previous: inout KernelHandle?
+        _ records: UnsafeRawBufferPointer, at start: Int, mask: UInt64, into handles: inout MarkEvent.Handles
     ) -> Bool {
         var offset = 0
         while offset < records.count {
@@ -79,25 +77,24 @@ enum FanotifyEventParser {
             let length = Int(records.loadUnaligned(fromByteOffset: offset + 2, as: UInt16.self))
             guard length >= 4, length <= records.count - offset else { return false }
             let record = UnsafeRawBufferPointer(rebasing: records[offset..<(offset + length)])
+            let at = start + offset
             switch type {
             case InfoType.directoryAndName, InfoType.oldDirectoryAndName:
-                guard let (handle, name) = handle(record, named: true, previous: &previous) else { return false }
-                event.directory = handle
-                event.nameRange = (start + offset + name.lowerBound)..<(start + offset + name.upperBound)
+                guard let name = handle(record, named: true) else { return false }
+                handles.directory = at + 4
+                handles.name = (at + name.lowerBound)..<(at + name.upperBound)
             case InfoType.newDirectoryAndName:
-                guard let (handle, name) = handle(record, named: true, previous: &previous) else { return false }
-                event.newDirectory = handle
-                event.newNameRange = (start + offset + name.lowerBound)..<(start + offset + name.upperBound)
+                guard let name = handle(record, named: true) else { return false }
+                handles.newDirectory = at + 4
+                handles.newName = (at + name.lowerBound)..<(at + name.upperBound)
             case InfoType.object:
-                // Read only where it is used: a directory's creation (the router knows the new
+                // Kept only where it is used: a directory's creation (the router knows the new
                 // directory by it) and a rename (an exchange's halves move two entries, a rename
-                // and its way back one). Every other record's copy would cost an allocation an
-                // event.
+                // and its way back one).
                 let creation = UInt64(EventMask.create) | MarkBits.onDirectory
-                guard event.mask & creation == creation || event.mask & MarkBits.rename != 0 else { break }
-                var unshared: KernelHandle?
-                guard let handle = handle(record, named: false, previous: &unshared) else { return false }
-                event.object = handle.0
+                guard mask & creation == creation || mask & MarkBits.rename != 0 else { break }
+                guard handle(record, named: false) != nil else { return false }
+                handles.object = at + 4
             default:
                 break  // records not asked for
             }
@@ -106,33 +103,21 @@ enum FanotifyEventParser {
         return true
     }
 
-    /// A record of a handle, followed by a name and its NUL when `named`: a 4-byte header, the
-    /// file system's 8-byte id, `struct file_handle` (`handle_bytes`, `handle_type`, the bytes),
-    /// then the name, whose range in the record is returned. The handle is `previous` when its
-    /// bytes are the same, and becomes it.
-    private static func handle(
-        _ record: UnsafeRawBufferPointer, named: Bool, previous: inout KernelHandle?
-    ) -> (KernelHandle, Range<Int>)? {
+    /// Checks a record of a handle, followed by a name and its NUL when `named`: a 4-byte header,
+    /// the file system's 8-byte id, `struct file_handle` (`handle_bytes`, `handle_type`, the
+    /// bytes), then the name, whose range in the record is returned (empty when not `named`); nil
+    /// when it does not fit. The handle is read where it is (``MarkEvent``), from offset 4.
+    private static func handle(_ record: UnsafeRawBufferPointer, named: Bool) -> Range<Int>? {
         let handleStart = 4 + 8
         guard record.count >= handleStart + 8 else { return nil }
         let handleLength = Int(record.loadUnaligned(fromByteOffset: handleStart, as: UInt32.self))
-        let type = record.loadUnaligned(fromByteOffset: handleStart + 4, as: Int32.self)
         let bytesStart = handleStart + 8
         guard handleLength <= record.count - bytesStart else { return nil }
         let nameStart = bytesStart + handleLength
-        let id = UnsafeRawBufferPointer(rebasing: record[4..<handleStart])
-        let bytes = UnsafeRawBufferPointer(rebasing: record[bytesStart..<nameStart])
-        let handle: KernelHandle
-        if let previous, previous.matches(fileSystemID: id, type: type, bytes: bytes) {
-            handle = previous
-        } else {
-            handle = KernelHandle(fileSystemID: id, type: type, bytes: bytes)
-            previous = handle
-        }
-        guard named else { return (handle, 0..<0) }
+        guard named else { return 0..<0 }
         let rest = UnsafeRawBufferPointer(rebasing: record[nameStart...])
         guard !rest.isEmpty, let nul = memchr(rest.baseAddress!, 0, rest.count) else { return nil }
         let length = rest.baseAddress!.distance(to: UnsafeRawPointer(nul))
-        return (handle, nameStart..<(nameStart + length))
+        return nameStart..<(nameStart + length)
     }
 }

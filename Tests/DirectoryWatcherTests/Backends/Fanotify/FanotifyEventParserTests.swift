@@ -91,7 +91,8 @@ final class FanotifyEventParserTests: XCTestCase {
         XCTAssertEqual(parsed[0].newName, Array("new".utf8))
     }
 
-    /// A handle the record before had is made once; another is not taken for it.
+    /// Each record's handle is its own, read from its own bytes: one that differs from the
+    /// record before's by a byte, its length or its type is not taken for it.
     func testEachRecordKeepsItsOwnDirectory() {
         let bytes =
             event(mask: UInt64(EventMask.create), information(type: 2, handle: [1, 1], name: Array("a".utf8)))
@@ -105,6 +106,7 @@ final class FanotifyEventParserTests: XCTestCase {
         XCTAssertEqual(parsed.map(\.name), ["a", "b", "c", "d", "e"].map { Array($0.utf8) })
         XCTAssertEqual(parsed.map { $0.directory?.bytes.map { $0 } }, [[1, 1], [1, 1], [1, 2], [1, 1, 0], [1, 1]])
         XCTAssertEqual(parsed.map { $0.directory?.type }, [1, 1, 1, 1, 2])
+        XCTAssertEqual(parsed.map { $0.names(handle([1, 1])) }, [true, true, false, false, false])
     }
 
     func testAnOverflowHasNoRecordAndSeveralEventsFollowOneAnother() {
@@ -131,6 +133,8 @@ final class FanotifyEventParserTests: XCTestCase {
             let parsed = parse(Array(whole[..<cut]))
             XCTAssertTrue(parsed.isMalformed, "cut at \(cut)")
             XCTAssertTrue(parsed.events.allSatisfy { $0.name.isEmpty || $0.name == Array("name".utf8) })
+            // A handle is kept only where it fits: read back from the record's bytes, it is whole.
+            XCTAssertTrue(parsed.events.allSatisfy { $0.directory == nil || $0.directory == handle([1, 2, 3, 4]) })
         }
         // A handle longer than its record, a name without its NUL, a record length of 0.
         var longHandle = whole
