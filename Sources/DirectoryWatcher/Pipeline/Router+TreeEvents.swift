@@ -92,10 +92,20 @@ extension Router {
         populate(level, of: tree, for: subscription, reporting: reporting, foundByRescan: foundByRescan)
     }
 
+    /// Whether ``treeEvent(_:at:for:)`` has anything to do with `event`, by the same tests: an event
+    /// about a file made or changed (most of them) is nothing to a tree, and the router skips the
+    /// call.
+    @inline(__always)
+    static func treeEventMatters(_ event: BackendEvent, at node: TreeNode, followsLinks: Bool) -> Bool {
+        if event.has(EventMask.isDirectory) { return true }
+        if event.has(EventMask.create | EventMask.movedTo) { return followsLinks }
+        return event.has(EventMask.delete | EventMask.movedFrom) && !node.children.isEmpty
+    }
+
     /// An event about an entry of the tree directory `node`: a directory appeared or left; with
     /// links followed, an entry created may be a link to a directory (the watch is tried: a
     /// system call per entry created, which following links costs), and one removed may have
-    /// been a followed link.
+    /// been a followed link. (What it ignores, ``treeEventMatters(_:at:followsLinks:)`` tells.)
     func treeEvent(_ event: BackendEvent, at node: TreeNode, for subscription: Subscription) {
         let appeared = event.has(EventMask.create | EventMask.movedTo)
         if event.has(EventMask.isDirectory) {
@@ -107,7 +117,7 @@ extension Router {
             }
             treeChanged(
                 event.name, at: node, appeared: appeared, for: subscription, foundByRescan: false, told: appeared)
-        } else if !appeared, !node.children.isEmpty, event.has(EventMask.delete | EventMask.movedFrom) {
+        } else if !appeared, event.has(EventMask.delete | EventMask.movedFrom), !node.children.isEmpty {
             treeChanged(event.name, at: node, appeared: false, for: subscription, foundByRescan: false)
         } else if appeared, subscription.followsLinks {
             treeChanged(

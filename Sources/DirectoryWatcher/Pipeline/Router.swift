@@ -281,7 +281,9 @@ final class Router {
             }
             if let node = watch.node {
                 if !event.name.isEmpty {
-                    treeEvent(event, at: node, for: watch.subscriber)
+                    if Self.treeEventMatters(event, at: node, followsLinks: watch.subscriber.followsLinks) {
+                        treeEvent(event, at: node, for: watch.subscriber)
+                    }
                 } else if event.has(EventMask.attributes) {
                     directoryAttributesChanged(node, for: watch.subscriber)
                 }
