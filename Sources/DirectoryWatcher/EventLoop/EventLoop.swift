@@ -319,13 +319,10 @@ public final class EventLoop: @unchecked Sendable {
                 fanotifyDrained = true
                 return
             }
-            let parsed = FanotifyEventParser.parse(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
+            var parsed = FanotifyEventParser.parse(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
             for fd in parsed.descriptors { system.close(fd) }
-            // Through the buffer: each record is lent to the router, not copied out of the array
-            // (an array's subscript copies it, four reference-counted fields).
-            parsed.events.withUnsafeBufferPointer { events in
-                for index in events.indices { router.receive(events[index], now: now) }
-            }
+            // Each record is lent to the router without a copy (``Array/lendEach(_:)``).
+            parsed.events.lendEach { router.receive($0, now: now) }
             budget -= parsed.events.count
             if parsed.isMalformed { router.receive(MarkEvent(mask: MarkBits.queueOverflow), now: now) }
             // A record is at most a few hundred bytes (two handles and two names).
