@@ -8,7 +8,9 @@ final class WatchedTree {
     private(set) var nodes = ByDescriptor<TreeNode>()
     /// Moves on at every rename or move inside the tree: a path cached under an older epoch is
     /// built again from the parent's.
-    fileprivate(set) var epoch = 0
+    var epoch: Int { renames.count }
+    /// The epoch's count, which every node of the tree holds (``TreeNode/path``).
+    fileprivate let renames = RenameCount()
     /// Directories a listing found that could not be opened by the path they were found at (an
     /// ancestor renamed meanwhile, most often): tried again, at their parent's new path, after the
     /// next rename inside the tree. `reporting`: their entries are to be reported as created.
@@ -26,8 +28,7 @@ final class WatchedTree {
     var unlisted: [TreeNode] = []
 
     init(rootPath: FileSystemPath, wd: Int32) {
-        root = TreeNode(wd: wd, name: [], parent: nil, rootPath: rootPath)
-        root.tree = self
+        root = TreeNode(wd: wd, name: [], parent: nil, rootPath: rootPath, renames: renames)
         nodes[wd] = root
     }
 
@@ -68,8 +69,7 @@ final class WatchedTree {
     /// Adds the directory `name` of `parent`, watched as `wd`.
     @discardableResult
     func add(_ name: [UInt8], of parent: TreeNode, wd: Int32) -> TreeNode {
-        let node = TreeNode(wd: wd, name: name, parent: parent, rootPath: nil)
-        node.tree = self
+        let node = TreeNode(wd: wd, name: name, parent: parent, rootPath: nil, renames: renames)
         parent.children[name] = node
         nodes[wd] = node
         return node
@@ -81,7 +81,7 @@ final class WatchedTree {
         node.name = name
         node.parent = parent
         parent.children[name] = node
-        epoch += 1
+        renames.count += 1
     }
 
     /// Removes `node` and everything below it; returns their descriptors, `node`'s first.
@@ -98,6 +98,11 @@ final class WatchedTree {
         }
         return removed
     }
+}
+
+/// How many renames and moves a ``WatchedTree`` has seen (its epoch), shared with its nodes.
+final class RenameCount {
+    @exclusivity(unchecked) var count = 0
 }
 
 /// One directory of a ``WatchedTree``.
@@ -124,28 +129,40 @@ final class TreeNode {
     /// (``Router/treeChanged``): said when its name is tried again (``WatchedTree/unreached``),
     /// unless a walk that met it again at its new path said it first.
     var contentsOwed = false
-    fileprivate weak var tree: WatchedTree?
+    /// Its tree's epoch (``WatchedTree/epoch``), held strongly: read through a weak reference to
+    /// the tree, it was a runtime call for each event below the root.
+    private let renames: RenameCount
     private let rootPath: FileSystemPath?
     private var cachedPath: FileSystemPath?
     private var cachedEpoch = -1
 
-    fileprivate init(wd: Int32, name: [UInt8], parent: TreeNode?, rootPath: FileSystemPath?) {
+    fileprivate init(
+        wd: Int32, name: [UInt8], parent: TreeNode?, rootPath: FileSystemPath?, renames: RenameCount
+    ) {
         self.wd = wd
         self.name = name
         self.parent = parent
         self.rootPath = rootPath
+        self.renames = renames
     }
 
     var isRoot: Bool { rootPath != nil }
 
     /// The directory's path now: the root's path, or its parent's path and its name. Cached until
-    /// the next rename in the tree, so an event costs no walk up to the root.
+    /// the next rename in the tree, so an event costs no walk up to the root. (Inlined: it is
+    /// read for every event of the tree, and is most often the root's or the cached one.)
+    @inline(__always)
     var path: FileSystemPath {
         if let rootPath { return rootPath }
-        let epoch = tree?.epoch ?? 0
-        if let cachedPath, cachedEpoch == epoch { return cachedPath }
+        if let cachedPath, cachedEpoch == renames.count { return cachedPath }
+        return pathBuilt()
+    }
+
+    /// ``path``, built from the parent's and cached.
+    private func pathBuilt() -> FileSystemPath {
         // A node removed from its tree keeps the path it last had.
         guard let parent else { return cachedPath ?? FileSystemPath(bytes: name) }
+        let epoch = renames.count
         let path = parent.path.appending(bytes: name[...])
         cachedPath = path
         cachedEpoch = epoch
