@@ -11,23 +11,54 @@
 /// events it did not ask for instead.
 struct WatchTable<Subscriber: AnyObject> {
     struct Watch {
-        let subscriber: Subscriber
-        private let givenDirectory: FileSystemPath
-        var mask: UInt32
+        /// The fields, in one object shared by every copy: the router copies each watch of a
+        /// directory out of the table for every event there, and a copy was a retain and a release
+        /// of each of its references (the subscriber, the path, the entry's two, the node). The
+        /// object's fields are constants, which a reader borrows without a copy; a watch changed
+        /// gets an object of its own.
+        private var fields: Fields
+
+        private final class Fields {
+            let subscriber: Subscriber
+            let givenDirectory: FileSystemPath
+            let mask: UInt32
+            let entry: WatchedEntry?
+            let node: TreeNode?
+
+            init(
+                subscriber: Subscriber, givenDirectory: FileSystemPath, mask: UInt32, entry: WatchedEntry?,
+                node: TreeNode?
+            ) {
+                self.subscriber = subscriber
+                self.givenDirectory = givenDirectory
+                self.mask = mask
+                self.entry = entry
+                self.node = node
+            }
+        }
+
+        var subscriber: Subscriber { fields.subscriber }
+        private var givenDirectory: FileSystemPath { fields.givenDirectory }
+        var mask: UInt32 {
+            get { fields.mask }
+            set {
+                fields = Fields(
+                    subscriber: fields.subscriber, givenDirectory: fields.givenDirectory, mask: newValue,
+                    entry: fields.entry, node: fields.node)
+            }
+        }
         /// For a file watch: the one entry name this subscriber wants, and the path it knows that
         /// entry by. Nil for a directory watch, which wants every entry.
-        var entry: WatchedEntry? = nil
+        var entry: WatchedEntry? { fields.entry }
         /// For a directory of a recursive watcher's tree: where it is in the tree.
-        let node: TreeNode?
+        var node: TreeNode? { fields.node }
 
         init(subscriber: Subscriber, directory: FileSystemPath, mask: UInt32, entry: WatchedEntry?, node: TreeNode?) {
-            self.subscriber = subscriber
             // A tree's directory goes by its node's path, which follows renames: a path of its
             // own here would be a second copy of it for every directory of the tree.
-            self.givenDirectory = node == nil ? directory : FileSystemPath(bytes: [])
-            self.mask = mask
-            self.entry = entry
-            self.node = node
+            fields = Fields(
+                subscriber: subscriber, givenDirectory: node == nil ? directory : FileSystemPath(bytes: []),
+                mask: mask, entry: entry, node: node)
         }
 
         /// The path this subscriber knows the directory by (two subscribers may reach one inode
