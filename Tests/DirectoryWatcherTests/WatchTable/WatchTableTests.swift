@@ -56,6 +56,27 @@ final class WatchTableTests: XCTestCase {
         XCTAssertEqual(table.watches(wd).first?.mask, EventMask.create | EventMask.modify)
     }
 
+    /// A watch's fields live in one object its copies share: a copy taken before its mask was
+    /// widened keeps the mask it had, and keeps its entry and path.
+    func testAWatchCopiedBeforeItsMaskWidensKeepsItsOwn() throws {
+        let kernel = FakeKernel()
+        var table = WatchTable<Subscriber>(
+            backend: InotifyBackend(fd: 99, system: kernel.system), system: kernel.system)
+        let one = Subscriber()
+        let entry = WatchedEntry(name: Array("f".utf8), path: "/d/f")
+        let wd = try table.add(one, directory: "/d", mask: EventMask.create, only: entry)
+        let before = table.watches(wd)
+        try table.add(one, directory: "/d", mask: EventMask.modify, only: entry)
+        XCTAssertEqual(before.first?.mask, EventMask.create)
+        XCTAssertEqual(table.watches(wd).first?.mask, EventMask.create | EventMask.modify)
+        for watch in before + table.watches(wd) {
+            XCTAssertTrue(watch.subscriber === one)
+            XCTAssertEqual(watch.entry, entry)
+            XCTAssertEqual(watch.directory, "/d")
+            XCTAssertNil(watch.node)
+        }
+    }
+
     func testKernelDropForgetsTheDescriptorAndReturnsItsWatches() throws {
         let kernel = FakeKernel()
         var table = WatchTable<Subscriber>(
