@@ -32,10 +32,12 @@ extension EventLoop {
                 block()
                 guard leadership.leaveCallback() else {
                     for rest in blocks[(index + 1)...] { rest() }
+                    mailbox.recycle(blocks)
                     mailbox.drain()
                     return false
                 }
             }
+            mailbox.recycle(blocks)
         }
         return true
     }

@@ -267,7 +267,7 @@ public final class EventLoop: @unchecked Sendable {
             }
             router.expire(now: now)
             router.finishWakeUp(queueDrained: queueDrained && fanotifyDrained)
-            ready.append(contentsOf: router.takeReady())
+            router.takeReady(into: &ready)
             guard deliverReady(started: now) else { return false }
             // A save waits for its watcher's deliveries: those of this wake-up are done.
             router.takeDueSaves()
@@ -379,7 +379,7 @@ public final class EventLoop: @unchecked Sendable {
     /// could be waiting for that thread.
     private func tearDown() {
         router.tearDown()
-        ready.append(contentsOf: router.takeReady())
+        router.takeReady(into: &ready)
         for mailbox in ready[readyHead...] {
             DispatchQueue.global().async { CallbackContext.run { mailbox.drain() } }
         }

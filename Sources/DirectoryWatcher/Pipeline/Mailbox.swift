@@ -15,6 +15,9 @@ final class Mailbox: @unchecked Sendable {
 
     private let lock = Lock()
     private var blocks: [Block] = []
+    /// The drainer's last run, emptied: swapped in for the next, so that a mailbox that delivers
+    /// a batch a wake-up allocates no array for it (one taken and replaced by `[]` did).
+    private var spare: [Block] = []
     private var scheduled = false
 
     init(mayBlock: Bool) {
@@ -39,15 +42,26 @@ final class Mailbox: @unchecked Sendable {
                 scheduled = false
                 return nil
             }
-            defer { blocks = [] }
-            return blocks
+            var taken = spare
+            spare = []
+            swap(&taken, &blocks)
+            return taken
         }
+    }
+
+    /// Gives back a run ``next()`` returned, once its blocks have run, for its storage to be used
+    /// again.
+    func recycle(_ run: consuming [Block]) {
+        var run = run
+        run.removeAll(keepingCapacity: true)
+        lock.withLock { spare = run }
     }
 
     /// Runs blocks until none is left.
     func drain() {
         while let run = next() {
             for block in run { block() }
+            recycle(run)
         }
     }
 }

@@ -107,9 +107,18 @@ final class Router {
 
     /// The mailboxes scheduled since the last call, for the loop to drain in this order.
     func takeReady() -> [Mailbox] {
+        var taken: [Mailbox] = []
+        takeReady(into: &taken)
+        return taken
+    }
+
+    /// ``takeReady()`` appended to the loop's own list: no array is made for each wake-up (one
+    /// returned would share its storage with the router's, which then copied it to empty it).
+    func takeReady(into ready: inout [Mailbox]) {
         assert(services.isOnLoopThread())
-        defer { outbox.ready.removeAll(keepingCapacity: true) }
-        return outbox.ready
+        guard !outbox.ready.isEmpty else { return }
+        ready.append(contentsOf: outbox.ready)
+        outbox.ready.removeAll(keepingCapacity: true)
     }
 
     // MARK: - From the loop
