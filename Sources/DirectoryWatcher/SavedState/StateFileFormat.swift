@@ -24,7 +24,7 @@ import CDirectoryWatcherShims
 /// ```
 ///
 /// Fixed-width fields are little-endian; a varint is LEB128 (7 bits a byte, low first). An entry
-/// takes its name and 40 to 55 bytes.
+/// takes its name with its length, and 34 bytes (tag 1) or 49 to 68 (tag 0).
 enum StateFileFormat {
     static let magic = Array("DWSTATE\n".utf8)
     static let version: UInt32 = 1
@@ -176,15 +176,22 @@ enum StateFileFormat {
         }
     }
 
+    /// The fewest bytes a directory takes: an empty path, the inode, a count of none.
+    static let smallestDirectory = 1 + 8 + 1
+    /// The fewest bytes an entry takes: tag 1 with a one-byte name (flags, two times, the inode).
+    /// A count is checked against the bytes left with these, so that a damaged one cannot ask for
+    /// room without bound; a larger figure would refuse a good state of many small entries.
+    static let smallestEntry = 1 + 2 + 1 + 12 + 8 + 12
+
     private static func readBody(_ reader: inout Reader) throws(Problem) -> SavedDirectories {
         let savedRoot = FileSystemPath(bytes: try reader.array())
         var saved = SavedDirectories(root: savedRoot)
-        let directories = try reader.count(atLeast: 13)
+        let directories = try reader.count(atLeast: smallestDirectory)
         saved.directories.reserveCapacity(directories)
         for _ in 0..<directories {
             let path = try reader.array()
             let inode = try reader.u64()
-            let count = try reader.count(atLeast: 42)
+            let count = try reader.count(atLeast: smallestEntry)
             var entries = NameTable<KnownDirectory.Known>(minimumCapacity: count)
             for _ in 0..<count {
                 let tag = try reader.u8()

@@ -44,6 +44,30 @@ final class StateFileFormatTests: XCTestCase {
         }
     }
 
+    /// The smallest records there are, many of them: one-byte names known by events alone, and
+    /// directories with no entries. A count is checked against the bytes left (a damaged count
+    /// must not allocate without bound), and that check must take each record's least size.
+    func testManyOfTheSmallestRecordsReadBack() throws {
+        for count in [1, 8, 9, 50, 300] {
+            var entries = NameTable<KnownDirectory.Known>()
+            for index in 0..<count {
+                let name = index < 128 ? [UInt8(0x80 + index)] : Array("n\(index)".utf8)
+                entries.updateValue(
+                    .unsure(
+                        KnownDirectory.Unsure(
+                            isDirectory: false, since: .init(seconds: 1, nanoseconds: 0), createdOnly: false, inode: 0,
+                            bornBy: .unvouched, isListed: false)), forName: name[...])
+            }
+            var saved = SavedDirectories(root: root)
+            saved.directories = (0..<count).map { _ in .init(path: [], inode: 0, entries: NameTable()) }
+            saved.directories.append(.init(path: Array("d".utf8), inode: 3, entries: entries))
+            let read = try decoded(StateFileFormat.encode(saved))
+            XCTAssertEqual(read.directories.count, count + 1, "\(count) directories")
+            XCTAssertEqual(
+                read.directories.last?.entries.dictionary(), entries.dictionary(), "\(count) entries")
+        }
+    }
+
     func testTheFileIsTheNamesAndAFewWordsPerEntry() {
         let bytes = StateFileFormat.encode(sample())
         let names = "file.txt".utf8.count + 2
