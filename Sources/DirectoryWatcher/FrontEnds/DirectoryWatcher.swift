@@ -225,8 +225,11 @@ extension DirectoryWatcher: ChangeReceiver {
         if let batch { deliver(batch, through: gate) }
     }
 
+    func resuming(_ changes: [DirectoryChange]) -> [DirectoryChange] {
+        stateStore == nil ? changes : withJournaledPaths(changes)
+    }
+
     func resumed(with changes: [DirectoryChange], through gate: DeliveryGate) {
-        let changes = stateStore == nil ? changes : withJournaledPaths(changes)
         let batch = lock.withLock { () -> [DirectoryChange] in
             stash += changes
             // Paused again since resume() was called: the next resume delivers these too. (Not

@@ -321,11 +321,18 @@ final class Subscription: @unchecked Sendable {
     /// nothing), behind everything handed over before it. Returns the mailbox when it must now
     /// be drained.
     func handOverResumed(_ changes: [DirectoryChange]) -> Mailbox? {
-        run {
+        let batch = receiver?.resuming(changes) ?? changes
+        // Undelivered until its callback has run, as a flushed batch is, and one more for the
+        // callback itself: a save waits for it even when it holds nothing (the pause ends there).
+        let count = batch.count + 1
+        backlog.add(count, ordering: .acquiringAndReleasing)
+        return run {
             if self.gate.enter() {
-                self.receiver?.resumed(with: changes, through: self.gate)
+                self.receiver?.resumed(with: batch, through: self.gate)
                 self.gate.leave()
             }
+            // A consumer that acknowledges what it takes acknowledges the changes.
+            self.acknowledge(self.acknowledgesLater ? 1 : count)
         }
     }
 }
@@ -334,9 +341,16 @@ final class Subscription: @unchecked Sendable {
 protocol ChangeReceiver: AnyObject, Sendable {
     /// Called on the delivery queue inside the gate; checks `gate.isOpen` between callbacks.
     func receive(_ changes: [DirectoryChange], through gate: DeliveryGate)
+    /// Called on the loop as the batch that ends a pause is handed over: the batch to deliver
+    /// (a start from a saved state adds what became of the paths its journal holds).
+    func resuming(_ changes: [DirectoryChange]) -> [DirectoryChange]
     /// Called on the delivery queue, inside the gate, with what changed while the watcher was
-    /// paused: the pause is over from here on.
+    /// paused (as ``resuming(_:)`` returned it): the pause is over from here on.
     func resumed(with changes: [DirectoryChange], through gate: DeliveryGate)
     /// Called on the delivery queue after the batch that removed or moved the root.
     func rootWentAway(_ subscription: Subscription)
+}
+
+extension ChangeReceiver {
+    func resuming(_ changes: [DirectoryChange]) -> [DirectoryChange] { changes }
 }

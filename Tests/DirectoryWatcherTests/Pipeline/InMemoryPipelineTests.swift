@@ -116,6 +116,41 @@ final class InMemoryPipelineTests: XCTestCase {
         XCTAssertEqual(recorder.batches.last, [DirectoryChange(.created, "/d/after")], "as they come again")
     }
 
+    /// The batch that ends a pause is undelivered until its callback has run, as any batch is:
+    /// a save waits for it (a state taken before would hold what the watcher was not yet told,
+    /// and a crash then would lose it: a start from a saved state is such a pause), and a
+    /// consumer that acknowledges what it takes (an async sequence) brings the count back to
+    /// none, not below.
+    func testASaveWaitsForTheResumingBatch() throws {
+        for acknowledgesLater in [false, true] {
+            loop = InMemoryLoop()
+            loop.files.mkdirs("/d")
+            loop.files.create("/d/goes")
+            let (subscription, recorder) = try loop.watch("/d", acknowledgesLater: acknowledgesLater)
+            loop.router.pause(subscription)
+            loop.files.remove("/d/goes")
+            loop.files.create("/d/made")
+            loop.runUntilIdle()
+            loop.router.resume(subscription)
+            // The wake-up that lists and hands the batch over, before its mailbox is drained.
+            loop.router.finishWakeUp(queueDrained: true)
+            let taken = LockedValue(false)
+            loop.router.requestSave(of: subscription) { _ in taken.update { $0 = true } }
+            XCTAssertFalse(taken.get(), "a save waits while the resuming batch is undelivered")
+            XCTAssertEqual(recorder.batches, [])
+            loop.deliver()
+            XCTAssertEqual(sorted(recorder.changes), ["created /d/made", "removed /d/goes"])
+            if acknowledgesLater {
+                loop.router.takeDueSaves()
+                XCTAssertFalse(taken.get(), "nor while the consumer has not taken it")
+                subscription.acknowledge(2)
+            }
+            XCTAssertEqual(subscription.undelivered, 0)
+            loop.router.takeDueSaves()
+            XCTAssertTrue(taken.get(), "taken once the batch is delivered")
+        }
+    }
+
     func testAResumeWithNothingChangedHandsOverAnEmptyBatchWithoutListing() throws {
         let (subscription, recorder) = try loop.watch("/d")
         loop.router.pause(subscription)
