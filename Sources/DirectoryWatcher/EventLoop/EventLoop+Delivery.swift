@@ -22,22 +22,22 @@ extension EventLoop {
     /// this watcher's deliveries (no other thread will, the mailbox being scheduled) and returns
     /// false without touching the leader's state again.
     private func run(_ mailbox: Mailbox) -> Bool {
-        while let blocks = mailbox.next() {
-            for (index, block) in blocks.enumerated() {
+        while let items = mailbox.next() {
+            for index in items.indices {
                 guard mailbox.mayBlock else {
-                    block()
+                    items[index].run()
                     continue
                 }
                 resumeCallback(true)
-                block()
+                items[index].run()
                 guard leadership.leaveCallback() else {
-                    for rest in blocks[(index + 1)...] { rest() }
-                    mailbox.recycle(blocks)
+                    for rest in items[(index + 1)...] { rest.run() }
+                    mailbox.recycle(items)
                     mailbox.drain()
                     return false
                 }
             }
-            mailbox.recycle(blocks)
+            mailbox.recycle(items)
         }
         return true
     }

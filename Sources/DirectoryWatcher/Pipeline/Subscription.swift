@@ -277,12 +277,20 @@ final class Subscription: @unchecked Sendable {
                 return nil
             }
         }
-        let count = batch.count
-        backlog.add(count, ordering: .acquiringAndReleasing)
-        return run { [batch] in
-            self.deliver(batch, ends: ends)
-            if !self.acknowledgesLater { self.acknowledge(count) }
+        backlog.add(batch.count, ordering: .acquiringAndReleasing)
+        switch target {
+        case .mailbox(let mailbox):
+            return mailbox.append(.batch(self, batch, ends: ends)) ? mailbox : nil
+        case .queue(let queue):
+            queue.async { [batch] in CallbackContext.run { self.deliverHandedOver(batch, ends: ends) } }
+            return nil
         }
+    }
+
+    /// Where the callbacks run: a batch ``flush()`` handed over.
+    func deliverHandedOver(_ batch: [DirectoryChange], ends: Bool) {
+        deliver(batch, ends: ends)
+        if !acknowledgesLater { acknowledge(batch.count) }
     }
 
     /// `count` changes handed over have been delivered (consumed, for an async sequence). When
