@@ -36,10 +36,19 @@ public enum ChangeFormat {
     /// `--state`; `error`, the cause, on a `failed` directory). Every line is valid JSON;
     /// a path that is not UTF-8 also comes as `pathBytes` / `oldPathBytes` in base64.
     public static func json(_ change: DirectoryChange, into output: inout [UInt8]) {
-        output.append(#"{"kind":""#)
-        appendName(of: change.kind, to: &output)
-        output.append(#"","#)
+        // The fixed text in as few pieces as can be: each append is a call and a capacity check.
+        if let start = jsonStart(change.kind) {
+            output.append(start)
+        } else {
+            output.append(#"{"kind":""#)
+            appendName(of: change.kind, to: &output)
+            output.append(#"","#)
+        }
         Escaping.jsonPath(key: "path", change.path, into: &output)
+        if change.oldPath == nil && !change.foundByRescan && !change.whileStopped && change.error == nil {
+            output.append(change.isDirectory ? #","isDirectory":true}\#n"# : #","isDirectory":false}\#n"#)
+            return
+        }
         output.append(change.isDirectory ? #","isDirectory":true"# : #","isDirectory":false"#)
         if let oldPath = change.oldPath {
             output.append(UInt8(ascii: ","))
@@ -52,6 +61,29 @@ public enum ChangeFormat {
             Escaping.jsonString(error.reason, into: &output)
         }
         output.append("}\n")
+    }
+
+    /// `{"kind":"NAME",` for each kind this version names.
+    private static func jsonStart(_ kind: DirectoryChange.Kind) -> StaticString? {
+        switch kind {
+        case .created: return #"{"kind":"created","#
+        case .removed: return #"{"kind":"removed","#
+        case .modified: return #"{"kind":"modified","#
+        case .attributesChanged: return #"{"kind":"attributesChanged","#
+        case .renamed: return #"{"kind":"renamed","#
+        case .exchanged: return #"{"kind":"exchanged","#
+        case .movedIn: return #"{"kind":"movedIn","#
+        case .movedOut: return #"{"kind":"movedOut","#
+        case .rootRemoved: return #"{"kind":"rootRemoved","#
+        case .rootMoved: return #"{"kind":"rootMoved","#
+        case .overflow: return #"{"kind":"overflow","#
+        case .failed: return #"{"kind":"failed","#
+        case .opened: return #"{"kind":"opened","#
+        case .accessed: return #"{"kind":"accessed","#
+        case .writerClosed: return #"{"kind":"writerClosed","#
+        case .readerClosed: return #"{"kind":"readerClosed","#
+        @unknown default: return nil
+        }
     }
 
     private static func isRoot(_ path: FileSystemPath) -> Bool {

@@ -95,8 +95,14 @@ private final class Session: DirectoryWatcherDelegate, @unchecked Sendable {
     /// main thread must not wait behind it (it takes the signals).
     private let state = Guarded(State())
     /// Whether dirwatch is stopping (SIGINT, SIGTERM, the end): nothing more is written. Held
-    /// across each batch's write, so a batch is never cut by an exit.
-    private let output = Guarded(false)
+    /// across each batch's formatting and write, so a batch is never cut by an exit.
+    private let output = Guarded(Output())
+
+    private struct Output {
+        var stopping = false
+        /// Each batch's lines, formatted into the last batch's storage (no allocation a batch).
+        var lines: [UInt8] = []
+    }
     /// A SIGINT or SIGTERM has come. Not under `state`'s lock: a write blocked on a reader that
     /// stopped reading holds it, and a second signal must still end dirwatch.
     private let interruptedOnce = Atomic<Bool>(false)
@@ -214,7 +220,7 @@ private final class Session: DirectoryWatcherDelegate, @unchecked Sendable {
             return
         }
         DispatchQueue.global().async { [self] in
-            if options.state != nil && !output.withLock({ $0 }) {
+            if options.state != nil && !output.withLock({ $0.stopping }) {
                 for watcher in watchers {
                     do throws(DirectoryWatcherError) {
                         try watcher.saveState()
@@ -229,7 +235,7 @@ private final class Session: DirectoryWatcherDelegate, @unchecked Sendable {
 
     /// Writes nothing more and exits with `status`, once a running command has been stopped.
     private func finish(status: Int32) {
-        output.withLock { $0 = true }
+        output.withLock { $0.stopping = true }
         guard let runner else { exit(status) }
         runner.stop { killed in
             exit(killed && status == DirWatch.ExitCode.success ? DirWatch.ExitCode.commandKilled : status)
@@ -237,22 +243,24 @@ private final class Session: DirectoryWatcherDelegate, @unchecked Sendable {
     }
 
     func directoryWatcher(_ watcher: DirectoryWatcher, didObserve changes: [DirectoryChange]) {
-        let gone = changes.reduce(0) { $0 + ($1.kind == .rootRemoved || $1.kind == .rootMoved ? 1 : 0) }
-        var bytes: [UInt8] = []
-        if runner == nil {
-            bytes.reserveCapacity(changes.count * 80)
+        var gone = 0
+        for change in changes where change.kind == .rootRemoved || change.kind == .rootMoved { gone += 1 }
+        let written = output.withLock { output -> (written: Bool, any: Bool)? in
+            if output.stopping { return nil }
+            guard runner == nil, !changes.isEmpty else { return (true, false) }
+            output.lines.removeAll(keepingCapacity: true)
             for change in changes {
                 if options.json {
-                    ChangeFormat.json(change, into: &bytes)
+                    ChangeFormat.json(change, into: &output.lines)
                 } else {
-                    ChangeFormat.text(change, color: color, into: &bytes)
+                    ChangeFormat.text(change, color: color, into: &output.lines)
                 }
             }
-        }
-        let written = output.withLock { stopping -> Bool? in
-            if stopping { return nil }
             // One write per batch: the batch is flushed at once, and a closed stdout ends us quietly.
-            return bytes.isEmpty || writeAll(STDOUT_FILENO, bytes)
+            let written = writeAll(STDOUT_FILENO, output.lines)
+            // A rescan's batch of many thousand lines is not kept for ever.
+            if output.lines.capacity > 1 << 20 { output.lines = [] }
+            return (written, true)
         }
         guard let written else {
             if !changes.isEmpty { runner?.submit(changes) }
@@ -260,11 +268,16 @@ private final class Session: DirectoryWatcherDelegate, @unchecked Sendable {
         }
         // Delivered once read: until this returns, no state saved counts this batch. (Outside the
         // lock: a stop must not wait for a reader that has stopped reading.)
-        if !written || (!bytes.isEmpty && pipeReading?.waitUntilRead() == false) {
+        if !written.written || (written.any && pipeReading?.waitUntilRead() == false) {
             finish(status: DirWatch.ExitCode.success)
             return
         }
-        let stopping = output.withLock { $0 }
+        // Nothing ends dirwatch here (no root gone, no --once): no lock to take.
+        guard gone > 0 || options.once else {
+            if !changes.isEmpty { runner?.submit(changes) }
+            return
+        }
+        let stopping = output.withLock { $0.stopping }
         let exitStatus = state.withLock { state -> Int32? in
             if stopping { return nil }
             state.rootsGone += gone

@@ -40,6 +40,13 @@ import Testing
             #expect(line.hasPrefix(kind.rawValue + " "), "\(line)")
             #expect(line.dropFirst(kind.rawValue.count).prefix { $0 == " " }.count == max(1, 18 - kind.rawValue.count))
             #expect(try json(change(kind, "/d/a"))["kind"] as? String == kind.rawValue)
+            for directory in [false, true] {
+                var bytes: [UInt8] = []
+                ChangeFormat.json(change(kind, "/d/a", directory: directory), into: &bytes)
+                #expect(
+                    String(decoding: bytes, as: UTF8.self)
+                        == #"{"kind":"\#(kind.rawValue)","path":"/d/a","isDirectory":\#(directory)}"# + "\n")
+            }
         }
     }
 
