@@ -187,7 +187,8 @@ extension DirectoryWatcher {
     /// The first batch of a start from a state, with what became of each path the journal holds
     /// (delivered after the last save) that the batch does not mention: created where an entry
     /// is there now, removed where none is. So a change delivered after the last save and undone
-    /// before this start is undone in the consumer's view too.
+    /// before this start is undone in the consumer's view too. On the loop, as the batch is
+    /// handed over: counted with it, a save waits until all of it has been delivered.
     func withJournaledPaths(_ changes: [DirectoryChange]) -> [DirectoryChange] {
         // A refused start reports nothing, not even what the journal holds.
         if lock.withLock({ session?.subscription.stateLoad?.refusalIfDone }) != nil {
