@@ -22,16 +22,16 @@ extension EventLoop {
     /// this watcher's deliveries (no other thread will, the mailbox being scheduled) and returns
     /// false without touching the leader's state again.
     private func run(_ mailbox: Mailbox) -> Bool {
-        while let items = mailbox.next() {
+        while var items = mailbox.next() {
             for index in items.indices {
                 guard mailbox.mayBlock else {
-                    items[index].run()
+                    Mailbox.Item.take(index, in: &items).run()
                     continue
                 }
                 resumeCallback(true)
-                items[index].run()
+                Mailbox.Item.take(index, in: &items).run()
                 guard leadership.leaveCallback() else {
-                    for rest in items[(index + 1)...] { rest.run() }
+                    for rest in (index + 1)..<items.count { Mailbox.Item.take(rest, in: &items).run() }
                     mailbox.recycle(items)
                     mailbox.drain()
                     return false

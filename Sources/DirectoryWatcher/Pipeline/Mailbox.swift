@@ -13,12 +13,23 @@ final class Mailbox: @unchecked Sendable {
     enum Item: @unchecked Sendable {
         case block(Block)
         case batch(Subscription, [DirectoryChange], ends: Bool)
+        /// What ``take(_:in:)`` leaves behind.
+        case taken
 
         func run() {
             switch self {
             case .block(let block): block()
             case .batch(let subscription, let changes, let ends): subscription.deliverHandedOver(changes, ends: ends)
+            case .taken: break
             }
+        }
+
+        /// Moves the item at `index` out of `items`, leaving ``taken``: no copy to retain and
+        /// no second release when the run is emptied.
+        static func take(_ index: Int, in items: inout [Item]) -> Item {
+            var item = Item.taken
+            swap(&item, &items[index])
+            return item
         }
     }
 
@@ -78,8 +89,8 @@ final class Mailbox: @unchecked Sendable {
 
     /// Runs items until none is left.
     func drain() {
-        while let run = next() {
-            for item in run { item.run() }
+        while var run = next() {
+            for index in run.indices { Item.take(index, in: &run).run() }
             recycle(run)
         }
     }
