@@ -67,10 +67,11 @@ public final class EventLoop: @unchecked Sendable {
     private let epollFD: Int32
     private let barrierFD: Int32
 
-    // The leader's.
+    // The leader's. (The mailboxes it delivers are the leader's alone, so the runtime's
+    // exclusivity checks would only cost time: two a wake-up.)
     let router: Router
-    var ready: [Mailbox] = []
-    var readyHead = 0
+    @exclusivity(unchecked) var ready: [Mailbox] = []
+    @exclusivity(unchecked) var readyHead = 0
     private var queueDrained = true
     /// The fanotify group, opened when the first tree uses it (``Router/subscribeMarked(_:)``);
     /// -1 until then. Leader only.

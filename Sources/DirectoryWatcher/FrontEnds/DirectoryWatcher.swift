@@ -101,8 +101,9 @@ public final class DirectoryWatcher: @unchecked Sendable {
     }
 
     let lock = Lock()
-    // Under `lock`.
-    private weak var weakDelegate: (any DirectoryWatcherDelegate)?
+    // Under `lock`. (Those each batch reads skip the runtime's exclusivity checks, which would
+    // only cost time: the lock already keeps their accesses apart.)
+    @exclusivity(unchecked) private weak var weakDelegate: (any DirectoryWatcherDelegate)?
     /// For the closure form, which has no owner to keep its delegate alive.
     var retainedDelegate: (any DirectoryWatcherDelegate)?
     var state = State.stopped
@@ -113,12 +114,12 @@ public final class DirectoryWatcher: @unchecked Sendable {
     /// The latest session, stopped or not: barriers of a stopped watcher complete behind its
     /// last callbacks.
     var lastSession: Session?
-    var pauseState = PauseState.none
+    @exclusivity(unchecked) var pauseState = PauseState.none
     /// Batches that reached a paused watcher (handed over before the pause took hold on the
     /// loop): delivered first when it resumes.
-    var stash: [DirectoryChange] = []
+    @exclusivity(unchecked) var stash: [DirectoryChange] = []
     /// What the test kit watches of the deliveries (``observeDeliveries(_:)``), by number.
-    var observers: [Int: @Sendable ([DirectoryChange]) -> Void] = [:]
+    @exclusivity(unchecked) var observers: [Int: @Sendable ([DirectoryChange]) -> Void] = [:]
     /// A start from a saved state: the paths its journal held, for the first batch.
     var restoreJournal: [StateStore.JournalEntry]?
     var nextObserver = 0

@@ -39,11 +39,12 @@ final class Mailbox: @unchecked Sendable {
     let mayBlock: Bool
 
     private let lock = Lock()
-    private var items: [Item] = []
+    // Touched under `lock` alone: the runtime's exclusivity checks would only cost time.
+    @exclusivity(unchecked) private var items: [Item] = []
     /// The drainer's last run, emptied: swapped in for the next, so that a mailbox that delivers
     /// a batch a wake-up allocates no array for it (one taken and replaced by `[]` did).
-    private var spare: [Item] = []
-    private var scheduled = false
+    @exclusivity(unchecked) private var spare: [Item] = []
+    @exclusivity(unchecked) private var scheduled = false
 
     init(mayBlock: Bool) {
         self.mayBlock = mayBlock
