@@ -23,21 +23,24 @@ extension EventLoop {
     /// false without touching the leader's state again.
     private func run(_ mailbox: Mailbox) -> Bool {
         while var items = mailbox.next() {
+            var batch: [DirectoryChange]?
             for index in items.indices {
                 guard mailbox.mayBlock else {
-                    Mailbox.Item.take(index, in: &items).run()
+                    if let storage = Mailbox.Item.take(index, in: &items).run() { batch = storage }
                     continue
                 }
                 resumeCallback(true)
-                Mailbox.Item.take(index, in: &items).run()
+                if let storage = Mailbox.Item.take(index, in: &items).run() { batch = storage }
                 guard leadership.leaveCallback() else {
-                    for rest in (index + 1)..<items.count { Mailbox.Item.take(rest, in: &items).run() }
-                    mailbox.recycle(items)
+                    for rest in (index + 1)..<items.count {
+                        if let storage = Mailbox.Item.take(rest, in: &items).run() { batch = storage }
+                    }
+                    mailbox.recycle(items, batch: batch)
                     mailbox.drain()
                     return false
                 }
             }
-            mailbox.recycle(items)
+            mailbox.recycle(items, batch: batch)
         }
         return true
     }

@@ -16,11 +16,22 @@ final class Mailbox: @unchecked Sendable {
         /// What ``take(_:in:)`` leaves behind.
         case taken
 
-        func run() {
-            switch self {
-            case .block(let block): block()
-            case .batch(let subscription, let changes, let ends): subscription.deliverHandedOver(changes, ends: ends)
-            case .taken: break
+        /// Runs the item; for a batch, returns its array emptied, for its storage to hold a later
+        /// batch (nil when it is too large to keep).
+        consuming func run() -> [DirectoryChange]? {
+            switch consume self {
+            case .block(let block):
+                block()
+                return nil
+            case .batch(let subscription, var changes, let ends):
+                subscription.deliverHandedOver(changes, ends: ends)
+                // A rescan's batch of many thousand changes is not kept for ever.
+                guard changes.capacity <= Mailbox.largestKeptBatch else { return nil }
+                // In place, unless the delegate kept the array (then a new one of that size).
+                changes.removeAll(keepingCapacity: true)
+                return changes
+            case .taken:
+                return nil
             }
         }
 
@@ -45,6 +56,12 @@ final class Mailbox: @unchecked Sendable {
     /// a batch a wake-up allocates no array for it (one taken and replaced by `[]` did).
     @exclusivity(unchecked) private var spare: [Item] = []
     @exclusivity(unchecked) private var scheduled = false
+    /// The storage of a batch delivered, emptied: the router's next batch for this watcher is
+    /// collected in it (``append(batch:of:ends:refilling:)``), so that a batch a wake-up
+    /// allocates nothing, and grows no array change by change.
+    @exclusivity(unchecked) private var spareBatch: [DirectoryChange] = []
+    /// The most changes a kept batch's storage holds.
+    static let largestKeptBatch = 4_096
 
     init(mayBlock: Bool) {
         self.mayBlock = mayBlock
@@ -53,6 +70,21 @@ final class Mailbox: @unchecked Sendable {
     /// Appends `block`; true when the mailbox was idle and the caller must see that it is drained.
     func append(_ block: @escaping Block) -> Bool {
         append(.block(block))
+    }
+
+    /// Appends a subscription's batch, and gives `pending` (empty) the storage of a batch
+    /// delivered earlier, when there is one; true when the mailbox was idle and the caller must
+    /// see that it is drained.
+    func append(
+        batch: [DirectoryChange], of subscription: Subscription, ends: Bool, refilling pending: inout [DirectoryChange]
+    ) -> Bool {
+        lock.withLock {
+            items.append(.batch(subscription, batch, ends: ends))
+            if spareBatch.capacity > pending.capacity { swap(&spareBatch, &pending) }
+            guard !scheduled else { return false }
+            scheduled = true
+            return true
+        }
     }
 
     /// Appends `item`; true when the mailbox was idle and the caller must see that it is drained.
@@ -80,19 +112,26 @@ final class Mailbox: @unchecked Sendable {
         }
     }
 
-    /// Gives back a run ``next()`` returned, once its blocks have run, for its storage to be used
-    /// again.
-    func recycle(_ run: consuming [Item]) {
+    /// Gives back a run ``next()`` returned, once its items have run, for its storage to be used
+    /// again, with the storage of the last batch it delivered (``Item/run()``).
+    func recycle(_ run: consuming [Item], batch: consuming [DirectoryChange]?) {
         var run = run
         run.removeAll(keepingCapacity: true)
-        lock.withLock { spare = run }
+        var batch = batch
+        lock.withLock {
+            spare = run
+            if var storage = batch.take(), storage.capacity > spareBatch.capacity { swap(&storage, &spareBatch) }
+        }
     }
 
     /// Runs items until none is left.
     func drain() {
         while var run = next() {
-            for index in run.indices { Item.take(index, in: &run).run() }
-            recycle(run)
+            var batch: [DirectoryChange]?
+            for index in run.indices {
+                if let storage = Item.take(index, in: &run).run() { batch = storage }
+            }
+            recycle(run, batch: batch)
         }
     }
 }

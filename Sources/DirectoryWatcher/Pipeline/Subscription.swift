@@ -240,9 +240,9 @@ final class Subscription: @unchecked Sendable {
 
     /// Leader: hands the pending batch over. Returns the mailbox when it must now be drained.
     func flush() -> Mailbox? {
-        var batch = loop.pending
+        var batch: [DirectoryChange] = []
+        swap(&batch, &loop.pending)
         let ends = loop.endsWithBatch
-        loop.pending = []
         let undelivered = backlog.load(ordering: .acquiring)
         let room = limit - undelivered
         // A watcher that has taken everything so far takes any batch, however large (a rescan's),
@@ -280,7 +280,7 @@ final class Subscription: @unchecked Sendable {
         backlog.add(batch.count, ordering: .acquiringAndReleasing)
         switch target {
         case .mailbox(let mailbox):
-            return mailbox.append(.batch(self, batch, ends: ends)) ? mailbox : nil
+            return mailbox.append(batch: batch, of: self, ends: ends, refilling: &loop.pending) ? mailbox : nil
         case .queue(let queue):
             queue.async { [batch] in CallbackContext.run { self.deliverHandedOver(batch, ends: ends) } }
             return nil

@@ -151,6 +151,31 @@ final class InMemoryPipelineTests: XCTestCase {
         }
     }
 
+    /// A batch's storage, once delivered, holds the watcher's next batch (no array allocated a
+    /// batch, none grown change by change), and a batch a consumer kept is never changed by it.
+    func testABatchsStorageHoldsTheNextAndAKeptBatchStaysAsItWas() throws {
+        for keepsArrays in [false, true] {
+            loop = InMemoryLoop()
+            loop.files.mkdirs("/d")
+            let (subscription, recorder) = try loop.watch("/d")
+            recorder.keepsArrays = keepsArrays
+            loop.files.create("/d/a")
+            loop.files.create("/d/b")
+            loop.files.create("/d/c")
+            loop.run()
+            let first = recorder.batches
+            XCTAssertEqual(first, [["/d/a", "/d/b", "/d/c"].map { DirectoryChange(.created, $0) }])
+            loop.files.create("/d/d")
+            loop.run()
+            XCTAssertEqual(recorder.batches, first + [[DirectoryChange(.created, "/d/d")]], "the first batch as it was")
+            if !keepsArrays {
+                XCTAssertGreaterThanOrEqual(
+                    subscription.loop.pending.capacity, 3, "the next batch goes into the first one's storage")
+            }
+            XCTAssertTrue(subscription.loop.pending.isEmpty)
+        }
+    }
+
     func testAResumeWithNothingChangedHandsOverAnEmptyBatchWithoutListing() throws {
         let (subscription, recorder) = try loop.watch("/d")
         loop.router.pause(subscription)

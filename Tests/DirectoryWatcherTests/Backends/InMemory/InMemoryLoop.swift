@@ -109,9 +109,13 @@ final class ChangeRecorder: ChangeReceiver, @unchecked Sendable {
     var rootsGone: Int { lock.withLock { gone } }
 
     func receive(_ changes: [DirectoryChange], through gate: DeliveryGate) {
-        lock.withLock { received.append(changes) }
+        // A copy of the changes, not the array: a consumer that keeps nothing of the batch.
+        lock.withLock { received.append(keepsArrays ? changes : Array(changes[...])) }
         onBatch?()
     }
+
+    /// Keeps each batch's array as it was given (true), or only a copy of its changes.
+    var keepsArrays = true
 
     func resumed(with changes: [DirectoryChange], through gate: DeliveryGate) {
         lock.withLock { received.append(changes) }
