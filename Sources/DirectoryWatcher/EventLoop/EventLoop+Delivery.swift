@@ -22,25 +22,22 @@ extension EventLoop {
     /// this watcher's deliveries (no other thread will, the mailbox being scheduled) and returns
     /// false without touching the leader's state again.
     private func run(_ mailbox: Mailbox) -> Bool {
-        while var items = mailbox.next() {
-            var batch: [DirectoryChange]?
-            for index in items.indices {
+        var run: [Mailbox.Item] = []
+        var kept: [DirectoryChange]?
+        while mailbox.next(into: &run, keeping: &kept) {
+            for index in run.indices {
                 guard mailbox.mayBlock else {
-                    if let storage = Mailbox.Item.take(index, in: &items).run() { batch = storage }
+                    Mailbox.Item.run(index, of: &run, keeping: &kept)
                     continue
                 }
                 resumeCallback(true)
-                if let storage = Mailbox.Item.take(index, in: &items).run() { batch = storage }
+                Mailbox.Item.run(index, of: &run, keeping: &kept)
                 guard leadership.leaveCallback() else {
-                    for rest in (index + 1)..<items.count {
-                        if let storage = Mailbox.Item.take(rest, in: &items).run() { batch = storage }
-                    }
-                    mailbox.recycle(items, batch: batch)
-                    mailbox.drain()
+                    for rest in (index + 1)..<run.count { Mailbox.Item.run(rest, of: &run, keeping: &kept) }
+                    mailbox.drain(continuing: &run, keeping: &kept)
                     return false
                 }
             }
-            mailbox.recycle(items, batch: batch)
         }
         return true
     }

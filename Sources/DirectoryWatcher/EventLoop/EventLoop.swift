@@ -88,6 +88,11 @@ public final class EventLoop: @unchecked Sendable {
     /// overflow it on disk). Leader only.
     private var readingHeld = false
     private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: EventLoop.readBufferSize, alignment: 16)
+    /// A read's copy, which its events' names are slices of, and its events: kept from read to
+    /// read, so that a read allocates neither (``InotifyEventParser/parse(_:copyingInto:appendingTo:)``).
+    /// Leader only; the runtime's exclusivity checks would only cost time.
+    @exclusivity(unchecked) private var readCopy: [UInt8] = []
+    @exclusivity(unchecked) private var parsedEvents: [BackendEvent] = []
     private let tokens = UnsafeMutablePointer<UInt64>.allocate(capacity: EventLoop.readyAtOnce)
     private let readiness = UnsafeMutablePointer<UInt32>.allocate(capacity: EventLoop.readyAtOnce)
     /// As many descriptors as the epoll set can hold: inotify, the eventfd, fanotify, the mount table.
@@ -364,10 +369,12 @@ public final class EventLoop: @unchecked Sendable {
                 queueDrained = true
                 return
             }
-            let parsed = InotifyEventParser.parse(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
+            let malformed = InotifyEventParser.parse(
+                UnsafeRawBufferPointer(rebasing: buffer[..<count]), copyingInto: &readCopy, appendingTo: &parsedEvents)
             // By index: each record is lent to the router, not copied out of the array first.
-            for index in parsed.events.indices { router.receive(parsed.events[index], now: now) }
-            if parsed.malformedTrailingBytes != 0 { router.receive(Router.lossMarker, now: now) }
+            for index in parsedEvents.indices { router.receive(parsedEvents[index], now: now) }
+            parsedEvents.removeAll(keepingCapacity: true)
+            if malformed != 0 { router.receive(Router.lossMarker, now: now) }
             // The kernel fills a read with every queued event that fits: room left for the largest
             // record means nothing was left, and a second read would only find the queue empty.
             queueDrained = count <= Self.readBufferSize - Self.largestRecord

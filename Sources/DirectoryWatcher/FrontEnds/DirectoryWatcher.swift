@@ -214,16 +214,21 @@ public final class DirectoryWatcher: @unchecked Sendable {
 
 extension DirectoryWatcher: ChangeReceiver {
     func receive(_ changes: [DirectoryChange], through gate: DeliveryGate) {
+        var audience: Audience?
         let batch = lock.withLock { () -> [DirectoryChange]? in
-            guard pauseState != .none else { return changes }
+            guard pauseState != .none else {
+                audience = self.audience
+                return changes
+            }
             // Handed over before the pause took hold on the loop: held for the resuming batch,
             // unless the watch ends here, and nothing is left to wait for.
             stash += changes
             guard changes.contains(where: ChangeTranslation.endsWatch) else { return nil }
             defer { stash = [] }
+            audience = self.audience
             return stash
         }
-        if let batch { deliver(batch, through: gate) }
+        if let batch, let audience { deliver(batch, to: audience, through: gate) }
     }
 
     func resuming(_ changes: [DirectoryChange]) -> [DirectoryChange] {
@@ -231,6 +236,7 @@ extension DirectoryWatcher: ChangeReceiver {
     }
 
     func resumed(with changes: [DirectoryChange], through gate: DeliveryGate) {
+        var audience: Audience?
         let batch = lock.withLock { () -> [DirectoryChange] in
             stash += changes
             // Paused again since resume() was called: the next resume delivers these too. (Not
@@ -239,19 +245,31 @@ extension DirectoryWatcher: ChangeReceiver {
             guard pauseState != .paused else { return [] }
             pauseState = .none
             defer { stash = [] }
+            audience = self.audience
             return stash
         }
-        if !batch.isEmpty { deliver(batch, through: gate) }
+        if !batch.isEmpty, let audience { deliver(batch, to: audience, through: gate) }
     }
 
-    private func deliver(_ changes: [DirectoryChange], through gate: DeliveryGate) {
+    /// Who hears of a batch: the test kit's observers, then the delegate. Read under `lock` with
+    /// the batch's pause check, so that a batch takes the lock once.
+    private struct Audience {
+        var observers: [@Sendable ([DirectoryChange]) -> Void]?
+        var delegate: (any DirectoryWatcherDelegate)?
+    }
+
+    /// Under `lock`.
+    private var audience: Audience {
+        Audience(observers: observers.isEmpty ? nil : Array(observers.values), delegate: weakDelegate)
+    }
+
+    private func deliver(_ changes: [DirectoryChange], to audience: Audience, through gate: DeliveryGate) {
         // Before the delegate sees them: killed while it handles them, the next start reports
         // what became of them.
         stateStore?.journal(changes)
-        let watching = lock.withLock { observers.isEmpty ? nil : Array(observers.values) }
         // Before the delegate: a barrier behind this batch finds it recorded.
-        if let watching { for observer in watching { observer(changes) } }
-        guard let delegate else { return }
+        if let observers = audience.observers { for observer in observers { observer(changes) } }
+        guard let delegate = audience.delegate else { return }
         delegate.directoryWatcher(self, didObserve: changes)
         guard gate.isOpen else { return }
         delegate.directoryDidChange(self)

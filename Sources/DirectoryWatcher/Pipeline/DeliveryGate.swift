@@ -1,4 +1,5 @@
 import Glibc
+import Synchronization
 
 /// Lets callbacks through until it is closed, and lets closing wait for a callback in progress
 /// where waiting is safe.
@@ -11,18 +12,25 @@ import Glibc
 /// matters: a watcher whose queue targets the caller's queue would deadlock.
 final class DeliveryGate: @unchecked Sendable {
     private let lock = Lock()
-    private var open = true
+    /// Written under `lock`; read without it by ``isOpen``, which every batch asks between its
+    /// two callbacks.
+    private let open = Atomic(true)
+    // Under `lock`.
     /// A callback is running. The delivery queue is serial, so there is at most one.
-    private var running = false
+    @exclusivity(unchecked) private var running = false
+    /// Closers waiting for the callback in progress to leave.
+    @exclusivity(unchecked) private var waiters = 0
     /// Blocks to run once the callback in progress has left (``whenIdle(_:)``).
-    private var idleBlocks: [@Sendable () -> Void] = []
+    @exclusivity(unchecked) private var idleBlocks: [@Sendable () -> Void] = []
 
-    var isOpen: Bool { lock.withLock { open } }
+    /// Acquiring: a close that happened before (in the callback that just returned, or on a
+    /// thread that has told this one) is seen.
+    var isOpen: Bool { open.load(ordering: .acquiring) }
 
     /// Starts a callback; false when the gate is closed and the callback must not run.
     func enter() -> Bool {
         lock.withLock {
-            guard open else { return false }
+            guard open.load(ordering: .relaxed) else { return false }
             running = true
             return true
         }
@@ -31,7 +39,8 @@ final class DeliveryGate: @unchecked Sendable {
     func leave() {
         let blocks = lock.withLock { () -> [@Sendable () -> Void] in
             running = false
-            lock.broadcast()
+            if waiters > 0 { lock.broadcast() }
+            guard !idleBlocks.isEmpty else { return [] }
             defer { idleBlocks = [] }
             return idleBlocks
         }
@@ -44,10 +53,11 @@ final class DeliveryGate: @unchecked Sendable {
     func close(waiting: Bool) -> Bool {
         let mayWait = waiting && !CallbackContext.isActive
         return lock.withLock {
-            let wasOpen = open
-            open = false
-            while mayWait && running {
-                lock.wait()
+            let wasOpen = open.exchange(false, ordering: .releasing)
+            if mayWait && running {
+                waiters += 1
+                while running { lock.wait() }
+                waiters -= 1
             }
             return wasOpen
         }

@@ -16,31 +16,26 @@ final class Mailbox: @unchecked Sendable {
         /// What ``take(_:in:)`` leaves behind.
         case taken
 
-        /// Runs the item; for a batch, returns its array emptied, for its storage to hold a later
-        /// batch (nil when it is too large to keep).
-        consuming func run() -> [DirectoryChange]? {
-            switch consume self {
+        /// Runs the item at `index` of a drainer's `run`, leaving ``taken`` there (moved out: no
+        /// copy to retain, and no second release when the run is emptied). A batch's array,
+        /// emptied, goes to `kept`, for its storage to hold a later batch (unless it is too large
+        /// to keep).
+        static func run(_ index: Int, of run: inout [Item], keeping kept: inout [DirectoryChange]?) {
+            var item = Item.taken
+            swap(&item, &run[index])
+            switch consume item {
             case .block(let block):
                 block()
-                return nil
             case .batch(let subscription, var changes, let ends):
                 subscription.deliverHandedOver(changes, ends: ends)
                 // A rescan's batch of many thousand changes is not kept for ever.
-                guard changes.capacity <= Mailbox.largestKeptBatch else { return nil }
+                guard changes.capacity <= Mailbox.largestKeptBatch else { return }
                 // In place, unless the delegate kept the array (then a new one of that size).
                 changes.removeAll(keepingCapacity: true)
-                return changes
+                kept = changes
             case .taken:
-                return nil
+                break
             }
-        }
-
-        /// Moves the item at `index` out of `items`, leaving ``taken``: no copy to retain and
-        /// no second release when the run is emptied.
-        static func take(_ index: Int, in items: inout [Item]) -> Item {
-            var item = Item.taken
-            swap(&item, &items[index])
-            return item
         }
     }
 
@@ -52,8 +47,8 @@ final class Mailbox: @unchecked Sendable {
     private let lock = Lock()
     // Touched under `lock` alone: the runtime's exclusivity checks would only cost time.
     @exclusivity(unchecked) private var items: [Item] = []
-    /// The drainer's last run, emptied: swapped in for the next, so that a mailbox that delivers
-    /// a batch a wake-up allocates no array for it (one taken and replaced by `[]` did).
+    /// The drainer's last run, emptied, between drains: swapped in for the next, so that a
+    /// mailbox that delivers a batch a wake-up allocates no array for it.
     @exclusivity(unchecked) private var spare: [Item] = []
     @exclusivity(unchecked) private var scheduled = false
     /// The storage of a batch delivered, emptied: the router's next batch for this watcher is
@@ -81,9 +76,7 @@ final class Mailbox: @unchecked Sendable {
         lock.withLock {
             items.append(.batch(subscription, batch, ends: ends))
             if spareBatch.capacity > pending.capacity { swap(&spareBatch, &pending) }
-            guard !scheduled else { return false }
-            scheduled = true
-            return true
+            return schedule()
         }
     }
 
@@ -91,47 +84,50 @@ final class Mailbox: @unchecked Sendable {
     func append(_ item: Item) -> Bool {
         lock.withLock {
             items.append(item)
-            guard !scheduled else { return false }
-            scheduled = true
-            return true
+            return schedule()
         }
     }
 
-    /// The drainer: every item appended so far, or nil (and the mailbox idle again) when none is
-    /// left.
-    func next() -> [Item]? {
-        lock.withLock {
-            if items.isEmpty {
-                scheduled = false
-                return nil
-            }
-            var taken = spare
-            spare = []
-            swap(&taken, &items)
-            return taken
-        }
+    /// Under `lock`, after an append: true when the mailbox was idle (it is scheduled now).
+    private func schedule() -> Bool {
+        guard !scheduled else { return false }
+        scheduled = true
+        return true
     }
 
-    /// Gives back a run ``next()`` returned, once its items have run, for its storage to be used
-    /// again, with the storage of the last batch it delivered (``Item/run()``).
-    func recycle(_ run: consuming [Item], batch: consuming [DirectoryChange]?) {
-        var run = run
+    /// The drainer's turn: gives back the storage of the run it has finished (`run`, its items
+    /// all taken) and of the last batch it delivered (`kept`), and takes every item appended
+    /// since into `run`; false, and the mailbox idle again, when none was. One lock a turn: a
+    /// drain that delivers one batch locks twice.
+    func next(into run: inout [Item], keeping kept: inout [DirectoryChange]?) -> Bool {
         run.removeAll(keepingCapacity: true)
-        var batch = batch
-        lock.withLock {
-            spare = run
-            if var storage = batch.take(), storage.capacity > spareBatch.capacity { swap(&storage, &spareBatch) }
+        return lock.withLock {
+            if var storage = kept.take(), storage.capacity > spareBatch.capacity { swap(&storage, &spareBatch) }
+            if run.capacity < spare.capacity { swap(&run, &spare) }
+            guard !items.isEmpty else {
+                scheduled = false
+                // The run's storage waits for the next drain's first turn.
+                swap(&run, &spare)
+                return false
+            }
+            // The run's emptied storage collects the next appends.
+            swap(&run, &items)
+            return true
         }
     }
 
     /// Runs items until none is left.
     func drain() {
-        while var run = next() {
-            var batch: [DirectoryChange]?
-            for index in run.indices {
-                if let storage = Item.take(index, in: &run).run() { batch = storage }
-            }
-            recycle(run, batch: batch)
+        var run: [Item] = []
+        var kept: [DirectoryChange]?
+        drain(continuing: &run, keeping: &kept)
+    }
+
+    /// Runs items until none is left, after a turn a drainer has finished (`run`, its items all
+    /// taken).
+    func drain(continuing run: inout [Item], keeping kept: inout [DirectoryChange]?) {
+        while next(into: &run, keeping: &kept) {
+            for index in run.indices { Item.run(index, of: &run, keeping: &kept) }
         }
     }
 }

@@ -16,12 +16,24 @@ enum InotifyEventParser {
     }
 
     static func parse(_ bytes: UnsafeRawBufferPointer) -> Result {
-        // Every event's name is a slice of one copy of the whole read: one allocation per read
-        // rather than one per name. (An event held back for rename pairing keeps its read's copy
-        // alive while it waits.)
-        let storage = [UInt8](bytes)
+        var storage: [UInt8] = []
         var events: [BackendEvent] = []
-        events.reserveCapacity(recordCount(bytes))
+        let malformed = parse(bytes, copyingInto: &storage, appendingTo: &events)
+        return Result(events: events, malformedTrailingBytes: malformed)
+    }
+
+    /// Appends the records of `bytes` to `events`, each event's name a slice of one copy of the
+    /// whole read in `storage` (one allocation per read rather than one per name); returns the
+    /// bytes at the end that did not form a whole record. The event loop passes the same two
+    /// arrays at every read, emptied: they allocate nothing again unless an event of an earlier
+    /// read is still held (for rename pairing, it keeps its read's copy alive while it waits;
+    /// the copy is then not written over, but replaced).
+    static func parse(
+        _ bytes: UnsafeRawBufferPointer, copyingInto storage: inout [UInt8], appendingTo events: inout [BackendEvent]
+    ) -> Int {
+        storage.removeAll(keepingCapacity: true)
+        storage.append(contentsOf: bytes)
+        events.reserveCapacity(events.count + recordCount(bytes))
         var offset = 0
         while bytes.count - offset >= headerSize {
             let wd = bytes.loadUnaligned(fromByteOffset: offset, as: Int32.self)
@@ -35,7 +47,7 @@ enum InotifyEventParser {
                 BackendEvent(wd: wd, mask: mask, cookie: cookie, nameIn: storage, at: nameStart..<nameEnd))
             offset = nameStart + length
         }
-        return Result(events: events, malformedTrailingBytes: bytes.count - offset)
+        return bytes.count - offset
     }
 
     /// The name's length: up to its first NUL, or all `length` bytes when none pads it.

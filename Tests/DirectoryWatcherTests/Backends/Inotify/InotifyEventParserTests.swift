@@ -22,6 +22,32 @@ final class InotifyEventParserTests: XCTestCase {
         bytes.withUnsafeBytes { InotifyEventParser.parse($0) }
     }
 
+    /// The event loop parses every read into the same two arrays: a read's copy is written over
+    /// only when no event of it is still held (a move waiting for its pair keeps its name).
+    func testAReadsCopyIsReusedUnlessAnEventOfItIsStillHeld() {
+        var storage: [UInt8] = []
+        var events: [BackendEvent] = []
+        func read(_ bytes: [UInt8]) -> Int {
+            bytes.withUnsafeBytes { InotifyEventParser.parse($0, copyingInto: &storage, appendingTo: &events) }
+        }
+        XCTAssertEqual(read(record(wd: 1, mask: EventMask.movedFrom, cookie: 5, name: Array("first".utf8))), 0)
+        let held = events[0]
+        events.removeAll(keepingCapacity: true)
+        let heldCopy = storage.withUnsafeBufferPointer { $0.baseAddress }
+
+        XCTAssertEqual(read(record(wd: 1, mask: EventMask.create, name: Array("other".utf8))), 0)
+        XCTAssertEqual(events, [BackendEvent(wd: 1, mask: EventMask.create, name: Array("other".utf8))])
+        XCTAssertEqual(Array(held.name), Array("first".utf8), "the held event's name was written over")
+        XCTAssertNotEqual(storage.withUnsafeBufferPointer { $0.baseAddress }, heldCopy)
+
+        // Nothing held now: the next read goes into the same copy.
+        events.removeAll(keepingCapacity: true)
+        let reused = storage.withUnsafeBufferPointer { $0.baseAddress }
+        XCTAssertEqual(read(record(wd: 2, mask: EventMask.delete, name: Array("third".utf8))), 0)
+        XCTAssertEqual(events, [BackendEvent(wd: 2, mask: EventMask.delete, name: Array("third".utf8))])
+        XCTAssertEqual(storage.withUnsafeBufferPointer { $0.baseAddress }, reused)
+    }
+
     func testEmptyBufferHasNoEvents() {
         XCTAssertEqual(parse([]), .init(events: [], malformedTrailingBytes: 0))
     }
