@@ -12,7 +12,7 @@ extension EventLoop {
             guard run(mailbox) else { return false }
             if readyHead < ready.count, clock() &- started > Self.readingSlice { return true }
         }
-        ready.removeAll(keepingCapacity: true)
+        ready.removeAllKeepingCapacity()
         readyHead = 0
         return true
     }

@@ -373,7 +373,7 @@ public final class EventLoop: @unchecked Sendable {
                 UnsafeRawBufferPointer(rebasing: buffer[..<count]), copyingInto: &readCopy, appendingTo: &parsedEvents)
             // By index: each record is lent to the router, not copied out of the array first.
             for index in parsedEvents.indices { router.receive(parsedEvents[index], now: now) }
-            parsedEvents.removeAll(keepingCapacity: true)
+            parsedEvents.removeAllKeepingCapacity()
             if malformed != 0 { router.receive(Router.lossMarker, now: now) }
             // The kernel fills a read with every queued event that fits: room left for the largest
             // record means nothing was left, and a second read would only find the queue empty.

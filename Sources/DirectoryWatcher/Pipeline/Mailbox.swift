@@ -31,7 +31,7 @@ final class Mailbox: @unchecked Sendable {
                 // A rescan's batch of many thousand changes is not kept for ever.
                 guard changes.capacity <= Mailbox.largestKeptBatch else { return }
                 // In place, unless the delegate kept the array (then a new one of that size).
-                changes.removeAll(keepingCapacity: true)
+                changes.removeAllKeepingCapacity()
                 kept = changes
             case .taken:
                 break
@@ -100,7 +100,7 @@ final class Mailbox: @unchecked Sendable {
     /// since into `run`; false, and the mailbox idle again, when none was. One lock a turn: a
     /// drain that delivers one batch locks twice.
     func next(into run: inout [Item], keeping kept: inout [DirectoryChange]?) -> Bool {
-        run.removeAll(keepingCapacity: true)
+        run.removeAllKeepingCapacity()
         return lock.withLock {
             if var storage = kept.take(), storage.capacity > spareBatch.capacity { swap(&storage, &spareBatch) }
             if run.capacity < spare.capacity { swap(&run, &spare) }

@@ -85,7 +85,7 @@ extension Router {
                 }
             }
         }
-        outbox.dirty.removeAll(keepingCapacity: true)
+        outbox.dirty.removeAllKeepingCapacity()
     }
 
     func schedule(_ mailbox: Mailbox?) {

@@ -117,8 +117,13 @@ final class Router {
     func takeReady(into ready: inout [Mailbox]) {
         assert(services.isOnLoopThread())
         guard !outbox.ready.isEmpty else { return }
-        ready.append(contentsOf: outbox.ready)
-        outbox.ready.removeAll(keepingCapacity: true)
+        // The common case, an empty list, takes the router's storage and gives it its own.
+        guard ready.isEmpty else {
+            ready.append(contentsOf: outbox.ready)
+            outbox.ready.removeAllKeepingCapacity()
+            return
+        }
+        swap(&ready, &outbox.ready)
     }
 
     // MARK: - From the loop
