@@ -107,10 +107,7 @@ extension Router {
     func admit(_ subscription: Subscription) {
         subscriptions[ObjectIdentifier(subscription)] = subscription
         if subscription.keepsSnapshot {
-            let wake = services.wakeForCatchUp
-            subscription.onBacklogDrained = { [weak subscription] in
-                if let subscription { wake(subscription) }
-            }
+            subscription.onBacklogDrained = services.wakeForCatchUp
         }
     }
 

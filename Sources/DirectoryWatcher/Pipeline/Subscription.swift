@@ -78,8 +78,10 @@ final class Subscription: @unchecked Sendable {
         return !awaitsDrain.exchange(false, ordering: .acquiringAndReleasing)
     }
     /// Tells the loop that the backlog of a watcher owed a catch-up (or a save) has been delivered. Set once,
-    /// when the subscription reaches the loop (before any delivery).
-    var onBacklogDrained: (@Sendable () -> Void)?
+    /// when the subscription reaches the loop (before any delivery). Passed the subscription, so
+    /// that it need not hold it: a weak reference to it would send every retain and release of
+    /// a subscription, several a batch, through the runtime's slow path (its side table).
+    var onBacklogDrained: (@Sendable (Subscription) -> Void)?
 
     /// What the router keeps for a subscription. Loop leader only: the router checks that it is
     /// on the leading thread before touching it.
@@ -272,7 +274,7 @@ final class Subscription: @unchecked Sendable {
                 if backlog.load(ordering: .acquiring) == 0,
                     awaitsDrain.exchange(false, ordering: .acquiringAndReleasing)
                 {
-                    onBacklogDrained?()
+                    onBacklogDrained?(self)
                 }
                 return nil
             }
@@ -300,7 +302,7 @@ final class Subscription: @unchecked Sendable {
         if backlog.subtract(count, ordering: .acquiringAndReleasing).newValue == 0,
             awaitsDrain.exchange(false, ordering: .acquiringAndReleasing)
         {
-            onBacklogDrained?()
+            onBacklogDrained?(self)
         }
     }
 
