@@ -241,8 +241,12 @@ class StateEndToEndTests: XCTestCase {
         let names = (0..<24).map { "f\($0)" }
         var onDisk: Set<String> = []
         var model: Set<String> = []
+        // What happened, in order: printed when the model and the disk disagree, so that a failure
+        // in a CI log can be followed round by round.
+        var history: [String] = []
         func apply(_ lines: [String]) throws {
             for line in lines {
+                history.append("  printed \(line)")
                 let change = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], line)
                 let name = URL(fileURLWithPath: try XCTUnwrap(change["path"] as? String)).lastPathComponent
                 switch change["kind"] as? String {
@@ -264,13 +268,16 @@ class StateEndToEndTests: XCTestCase {
             for _ in 0..<count {
                 let name = names[random.next(below: names.count)]
                 if !onDisk.contains(name) {
+                    history.append("create \(name)")
                     touch(name)
                     onDisk.insert(name)
                 } else if random.next(below: 2) == 0 {
+                    history.append("remove \(name)")
                     XCTAssertEqual(unlink(path(name)), 0)
                     onDisk.remove(name)
                 } else {
                     let target = names[random.next(below: names.count)]
+                    history.append("rename \(name) \(target)")
                     XCTAssertEqual(rename(path(name), path(target)), 0)
                     onDisk.remove(name)
                     onDisk.insert(target)
@@ -279,6 +286,7 @@ class StateEndToEndTests: XCTestCase {
         }
         for round in 0..<kills {
             // Some runs save every 5 ms too, so the kill lands anywhere around a save.
+            history.append("round \(round): start\(round % 2 == 0 ? " --state-interval 0.005" : "")")
             let run = try start(round % 2 == 0 ? ["--state-interval", "0.005"] : [])
             let made = random.next(below: 40)
             change(made)
@@ -288,9 +296,12 @@ class StateEndToEndTests: XCTestCase {
             for _ in 0..<min(random.next(below: 3), made) { read.append(try run.nextLine()) }
             run.killNow()
             _ = try run.waitForExit()
+            history.append("killed, \(read.count) lines read before")
             try apply(read + run.takeLines())
+            history.append("stopped:")
             change(random.next(below: 8))
         }
+        history.append("last start")
         let run = try start()
         touch("sentinel")
         var lines: [String] = []
@@ -302,7 +313,9 @@ class StateEndToEndTests: XCTestCase {
         try apply(lines)
         run.interrupt()
         XCTAssertEqual(try run.waitForExit(), 0)
-        XCTAssertEqual(model, onDisk, "the model, from the lines printed, is the disk")
+        XCTAssertEqual(
+            model, onDisk,
+            "the model, from the lines printed, is the disk; what happened:\n\(history.joined(separator: "\n"))")
         let listed = Set(try FileManager.default.contentsOfDirectory(atPath: directory.path)).subtracting(["sentinel"])
         XCTAssertEqual(listed, onDisk)
     }
