@@ -1,3 +1,4 @@
+import CDirectoryWatcherShims
 import Glibc
 
 /// A table from entry names to values, built for a kept directory (``KnownDirectory``), which
@@ -79,6 +80,15 @@ struct NameTable<Value> {
     func record(forName name: ArraySlice<UInt8>, expecting expected: Int) -> Int? {
         if expected >= 0 && expected < records.count && hasName(expected, name) { return expected }
         return record(forName: name)
+    }
+
+    /// Asks the processor for the index slot where a lookup of `name` starts: a table of many
+    /// thousand names is larger than the caches, and each event's first probe would otherwise
+    /// wait for memory, one event after another.
+    func prefetch(_ name: ArraySlice<UInt8>) {
+        guard !slots.isEmpty else { return }
+        let slot = home(of: NameHash.of(name))
+        slots.withUnsafeBufferPointer { cdw_prefetch($0.baseAddress! + slot) }
     }
 
     /// The value of a record found with ``record(forName:)``.

@@ -143,6 +143,15 @@ final class Router {
         }
     }
 
+    /// Asks the processor for the memory routing `event` will read first: the index slot of its
+    /// name in its kept directory's table (``NameTable/prefetch(_:)``). The loop asks a few
+    /// events ahead of the one it routes, so that a burst's cache misses overlap with routing
+    /// instead of following one another.
+    func prefetch(_ event: BackendEvent) {
+        guard !event.name.isEmpty, let directory = known[event.wd] else { return }
+        directory.entries.prefetch(event.name)
+    }
+
     /// The clocks for an event read at `now`: the wall clock once per read (the events of one read
     /// share `now`), for kept snapshots.
     func beginRead(now: UInt64) {

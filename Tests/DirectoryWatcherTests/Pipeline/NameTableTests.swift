@@ -39,6 +39,8 @@ class NameTableTests: XCTestCase {
                 // Looked up through a slice that does not start at index 0, as a read's buffer is.
                 let buffer = [0xFF, 0x00] + name + [0x2F]
                 let slice = buffer[2..<(2 + name.count)]
+                // Asked ahead as the loop asks it: on an empty table, a growing one, any name.
+                table.prefetch(slice)
                 switch Int.random(in: 0..<10, using: &random) {
                 case 0..<5:
                     XCTAssertEqual(table.updateValue(step, forName: slice), model.updateValue(step, forKey: name))
@@ -58,6 +60,21 @@ class NameTableTests: XCTestCase {
             }
             assertSame(table, model)
         }
+    }
+
+    /// A prefetch reads nothing the program sees: on a table with no index yet, or none any more,
+    /// it does nothing, and the empty name is a name like the others.
+    func testPrefetchOnAnEmptyTableAndOfTheEmptyName() {
+        var table = NameTable<Int>()
+        table.prefetch(bytes("a"))
+        table.prefetch([][...])
+        table.updateValue(1, forName: bytes("a"))
+        table.prefetch([][...])
+        table.prefetch(bytes("a"))
+        XCTAssertEqual(table[bytes("a")], 1)
+        table.removeAll()
+        table.prefetch(bytes("a"))
+        XCTAssertNil(table[bytes("a")])
     }
 
     func testGrowingToManyAndEmptyingAgain() {
