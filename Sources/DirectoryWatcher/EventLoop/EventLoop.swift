@@ -95,9 +95,6 @@ public final class EventLoop: @unchecked Sendable {
     @exclusivity(unchecked) private var parsedEvents: [BackendEvent] = []
     private let tokens = UnsafeMutablePointer<UInt64>.allocate(capacity: EventLoop.readyAtOnce)
     private let readiness = UnsafeMutablePointer<UInt32>.allocate(capacity: EventLoop.readyAtOnce)
-    /// How many events ahead of the one routed the loop asks for the next ones' memory: enough
-    /// to cover a cache miss with routing, few enough that what is fetched is still cached.
-    private static let prefetchDistance = 8
     /// As many descriptors as the epoll set can hold: inotify, the eventfd, fanotify, the mount table.
     private static let readyAtOnce = 4
 
@@ -374,16 +371,7 @@ public final class EventLoop: @unchecked Sendable {
             }
             let malformed = InotifyEventParser.parse(
                 UnsafeRawBufferPointer(rebasing: buffer[..<count]), copyingInto: &readCopy, appendingTo: &parsedEvents)
-            // By index: each record is lent to the router, not copied out of the array first.
-            // Each event's first memory is asked for a few events ahead (``Router/prefetch(_:)``).
-            let events = parsedEvents.count
-            for index in 0..<min(Self.prefetchDistance, events) { router.prefetch(parsedEvents[index]) }
-            for index in 0..<events {
-                if index + Self.prefetchDistance < events {
-                    router.prefetch(parsedEvents[index + Self.prefetchDistance])
-                }
-                router.receive(parsedEvents[index], now: now)
-            }
+            router.receive(parsedEvents, now: now)
             parsedEvents.removeAllKeepingCapacity()
             if malformed != 0 { router.receive(Router.lossMarker, now: now) }
             // The kernel fills a read with every queued event that fits: room left for the largest

@@ -109,6 +109,11 @@ final class KnownDirectory {
     /// even those read after it. A rescan, which reports what it found, sets it again.
     var suppressesRepeats = true
 
+    /// Asks the processor for where a lookup of `name` starts (``NameTable/prefetch(_:)``).
+    func prefetch(_ name: ArraySlice<UInt8>) {
+        entries.prefetch(name)
+    }
+
     /// Applies an event about `name` (not half of a paired rename: see ``renamed(from:to:at:)``).
     /// Returns false when the event repeats what the watchers have been told already (an entry
     /// created that is known, one removed that is not), so it is not reported again.

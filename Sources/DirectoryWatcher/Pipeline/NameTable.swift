@@ -85,8 +85,9 @@ struct NameTable<Value> {
     /// Asks the processor for the index slot where a lookup of `name` starts: a table of many
     /// thousand names is larger than the caches, and each event's first probe would otherwise
     /// wait for memory, one event after another.
+    /// A small index stays in the caches: it is not worth the hash.
     func prefetch(_ name: ArraySlice<UInt8>) {
-        guard !slots.isEmpty else { return }
+        guard slots.count >= Self.prefetchedIndex else { return }
         let slot = home(of: NameHash.of(name))
         slots.withUnsafeBufferPointer { cdw_prefetch($0.baseAddress! + slot) }
     }
@@ -171,6 +172,8 @@ struct NameTable<Value> {
 
     private var mask: Int { slots.count - 1 }
     private static var smallestIndex: Int { 8 }
+    /// The least index ``prefetch(_:)`` asks for: 64 KiB, more than a core's first-level cache.
+    static var prefetchedIndex: Int { 8192 }
 
     /// Whether `count` records fit in an index of `size` slots: at most four fifths full. A slot
     /// is 8 bytes, so an index kept half full would cost 16 to 32 bytes per entry; at four fifths

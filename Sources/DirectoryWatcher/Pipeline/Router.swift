@@ -143,14 +143,30 @@ final class Router {
         }
     }
 
-    /// Asks the processor for the memory routing `event` will read first: the index slot of its
-    /// name in its kept directory's table (``NameTable/prefetch(_:)``). The loop asks a few
-    /// events ahead of the one it routes, so that a burst's cache misses overlap with routing
-    /// instead of following one another.
-    func prefetch(_ event: BackendEvent) {
-        guard !event.name.isEmpty, let directory = known[event.wd] else { return }
-        directory.entries.prefetch(event.name)
+    /// The events of one read, at `now`, in order. Each event's first memory (the index slot of
+    /// its name in its kept directory's table, ``NameTable/prefetch(_:)``) is asked for a few
+    /// events ahead of the one routed: in a burst the table is larger than the caches, and the
+    /// misses then overlap with routing instead of following one another.
+    func receive(_ events: [BackendEvent], now: UInt64) {
+        // A read's events are mostly in one directory: it is looked up once. (A stale one, for
+        // an event routed meanwhile that dropped it, costs only a useless hint.)
+        var last: (wd: Int32, directory: KnownDirectory?) = (-1, nil)
+        func prefetch(_ event: BackendEvent) {
+            guard !event.name.isEmpty else { return }
+            if event.wd != last.wd { last = (event.wd, known[event.wd]) }
+            last.directory?.prefetch(event.name)
+        }
+        // The first event is routed at once: asking for its memory first would gain nothing.
+        for index in 1..<max(1, min(Self.prefetchDistance, events.count)) { prefetch(events[index]) }
+        for index in events.indices {
+            if index + Self.prefetchDistance < events.count { prefetch(events[index + Self.prefetchDistance]) }
+            receive(events[index], now: now)
+        }
     }
+
+    /// How many events ahead of the one routed ``receive(_:now:)`` asks for their memory: enough
+    /// to cover a cache miss with routing, few enough that what is fetched is still cached.
+    static let prefetchDistance = 8
 
     /// The clocks for an event read at `now`: the wall clock once per read (the events of one read
     /// share `now`), for kept snapshots.
