@@ -13,7 +13,7 @@ final class Mailbox: @unchecked Sendable {
     enum Item: @unchecked Sendable {
         case block(Block)
         case batch(Subscription, [DirectoryChange], ends: Bool)
-        /// What ``take(_:in:)`` leaves behind.
+        /// What ``run(_:of:keeping:)`` leaves behind.
         case taken
 
         /// Runs the item at `index` of a drainer's `run`, leaving ``taken`` there (moved out: no
@@ -30,8 +30,10 @@ final class Mailbox: @unchecked Sendable {
                 subscription.deliverHandedOver(changes, ends: ends)
                 // A rescan's batch of many thousand changes is not kept for ever.
                 guard changes.capacity <= Mailbox.largestKeptBatch else { return }
-                // In place, unless the delegate kept the array (then a new one of that size).
-                changes.removeAllKeepingCapacity()
+                // In place, unless the delegate kept the array (then a new one of that size, with
+                // nothing copied: the standard library's emptying, which an element-by-element
+                // one would not be on shared storage).
+                changes.removeAll(keepingCapacity: true)
                 kept = changes
             case .taken:
                 break
