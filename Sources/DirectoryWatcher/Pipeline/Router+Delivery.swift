@@ -56,14 +56,38 @@ extension Router {
     /// Hands a settling watcher's batch over (when due, or `force`d), then the barriers that
     /// waited for it.
     func release(_ subscription: Subscription, force: Bool) {
-        guard var batch = subscription.loop.settler?.take(now: now, force: force) else { return }
+        guard let batch = takeSettled(subscription, force: force) else { return }
+        for change in batch where subscription.collect(change) { outbox.dirty.append(subscription) }
+        complete(barriers.take(.settling(ObjectIdentifier(subscription))))
+    }
+
+    /// A settling watcher's batch when it is due (or `force`d), as it is to be handed over.
+    func takeSettled(_ subscription: Subscription, force: Bool) -> [DirectoryChange]? {
+        guard var batch = subscription.loop.settler?.take(now: now, force: force) else { return nil }
         timed.settling.removeAll { $0 === subscription }
         if subscription.loop.contents != nil {
             let system = table.system
             batch = subscription.loop.contents!.filter(batch) { system.contentDigest(of: $0) }
         }
-        for change in batch where subscription.collect(change) { outbox.dirty.append(subscription) }
-        complete(barriers.take(.settling(ObjectIdentifier(subscription))))
+        return batch
+    }
+
+    /// A settling watcher's backlog just overflowed. What it was told is taken to be what its
+    /// directories are known to be now, and that includes the changes still settling: they go
+    /// with the catch-up's remainder, after what did not fit (they came later), and the barriers
+    /// that waited for them wait for the catch-up. What settles from here on happened after
+    /// what the watcher knew: the catch-up's listing reports it (``takeCatchUp(_:)`` drops it).
+    /// Left to settle with what came after, a change that did not fit would be folded into
+    /// later ones it came before (a file made, in the remainder, and written since, in the
+    /// settler, would read as one made over an entry that was there, and be told removed).
+    func settlingOverflowed(_ subscription: Subscription) {
+        guard subscription.loop.settler != nil, subscription.loop.catchUp != nil,
+            let settling = takeSettled(subscription, force: true)
+        else { return }
+        subscription.loop.catchUp?.remainder += settling
+        for request in barriers.take(.settling(ObjectIdentifier(subscription))) {
+            barriers.wait(request, for: .catchUp(ObjectIdentifier(subscription)))
+        }
     }
 
     func flushBatches() {
@@ -83,6 +107,7 @@ extension Router {
                 for wd in subscription.loop.descriptors {
                     if let directory = known[wd] { subscription.loop.catchUp?.baseline[wd] = directory.entries }
                 }
+                settlingOverflowed(subscription)
             }
         }
         outbox.dirty.removeAllKeepingCapacity()

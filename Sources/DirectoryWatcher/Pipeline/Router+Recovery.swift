@@ -293,16 +293,30 @@ extension Router {
             // Collected again below: one flush, of the catch-up.
             outbox.dirty.removeAll { $0 === subscription }
         }
+        // A settling watcher's changes still settling came after what it knew
+        // (``settlingOverflowed(_:)`` took those from before): dropped with the others. (Their
+        // contents are not read: remembered, they would hide the listing's `modified` of the
+        // same file.)
+        if let settling = subscription.loop.settler?.take(now: now, force: true) {
+            timed.settling.removeAll { $0 === subscription }
+            catchUp.dropped += settling.count
+        }
         subscription.loop.catchUp = nil
         subscription.loop.takesAnyBatch = true
         // The notice first: the watcher fell behind, this many changes were held back, and what
-        // they came to follows.
-        collect(
-            DirectoryChange(
-                kind: .overflow, path: subscription.root, isDirectory: true,
-                droppedChanges: catchUp.remainder.count + catchUp.dropped),
-            for: subscription)
-        for change in catchUp.remainder { collect(change, for: subscription) }
+        // they came to follows. Handed over as they are: the remainder was settled already, and
+        // settled again with what the listing finds it would be folded into changes it came
+        // before.
+        let notice = DirectoryChange(
+            kind: .overflow, path: subscription.root, isDirectory: true,
+            droppedChanges: catchUp.remainder.count + catchUp.dropped)
+        if subscription.loop.settler == nil {
+            collect(notice, for: subscription)
+            for change in catchUp.remainder { collect(change, for: subscription) }
+        } else {
+            if subscription.collect(notice) { outbox.dirty.append(subscription) }
+            for change in catchUp.remainder { _ = subscription.collect(change) }
+        }
         for request in barriers.take(.catchUp(ObjectIdentifier(subscription))) { barriers.wait(request, for: .rescan) }
         return catchUp.baseline
     }

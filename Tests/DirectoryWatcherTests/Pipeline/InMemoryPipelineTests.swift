@@ -237,6 +237,82 @@ final class InMemoryPipelineTests: XCTestCase {
         XCTAssertEqual(recorder.batches.count, 1, "due 200 ms after the first change")
     }
 
+    /// A settling consumer that falls behind (a buffer of one): the changes that did not fit are
+    /// settled already, and a write to one of them while it was behind came after what it knew.
+    /// The catch-up tells each file once, as made, in the order made, never that one was
+    /// removed; the write is found by the listing, and settles.
+    func testASettledBacklogsCatchUpTellsWhatDidNotFitAsItWas() throws {
+        let (subscription, recorder) = try loop.watch("/d", options: settled, limit: 1, acknowledgesLater: true)
+        for index in 0..<3 { loop.files.create("/d/f\(index)") }
+        loop.run()
+        loop.advance(by: 50_000_000)
+        XCTAssertEqual(recorder.batches, [[DirectoryChange(.created, "/d/f0")]], "what fits")
+        // Written while the consumer is behind: still settling when the catch-up is due.
+        loop.files.write("/d/f2")
+        loop.run()
+        subscription.acknowledge(1)
+        loop.router.backlogDrained(subscription)
+        loop.run()
+        XCTAssertEqual(
+            recorder.batches.last?.filter { $0.kind != .overflow },
+            [DirectoryChange(.created, "/d/f1"), DirectoryChange(.created, "/d/f2")], "what did not fit, as it was")
+        subscription.acknowledge(3)
+        loop.runUntilIdle()
+        XCTAssertEqual(recorder.batches.count, 3, "\(recorder.batches)")
+        XCTAssertEqual(recorder.batches.last, [found(.modified, "/d/f2")], "what the listing found, settled")
+        var model = TreeModel(root: "/d")
+        let problems = model.apply(recorder.changes, queueLost: true)
+        XCTAssertNil(model.differences(from: loop.files.tree("/d"), problems), "\(recorder.changes)")
+    }
+
+    /// The same consumer (with room for two) when the kernel's queue overflows too, in the
+    /// wake-up its batch is due: the listing's findings settle after the batch went, and the
+    /// batch overflows the backlog. The watcher is taken to know what the listing found from
+    /// then on (the catch-up's own listing compares with it), so those changes come with the
+    /// catch-up, after what did not fit.
+    func testChangesSettlingWhenTheBacklogOverflowsComeWithTheCatchUp() throws {
+        try overflowWhileSettling(asksForABarrier: false)
+    }
+
+    /// The same, with a barrier asked for before any of it: it completes after every change.
+    func testABarrierWaitingForASettledBatchThatOverflowsCompletesAfterTheCatchUp() throws {
+        try overflowWhileSettling(asksForABarrier: true)
+    }
+
+    private func overflowWhileSettling(asksForABarrier: Bool, file: StaticString = #filePath, line: UInt = #line)
+        throws
+    {
+        let options = DirectoryWatcher.Options(
+            settling: DirectoryWatcher.Settling(quietPeriod: .milliseconds(50), maximumWait: .milliseconds(60)))
+        let (subscription, recorder) = try loop.watch("/d", options: options, limit: 2, acknowledgesLater: true)
+        for index in 0..<3 { loop.files.create("/d/f\(index)") }
+        loop.run()
+        let done = asksForABarrier ? loop.barrier(subscription) : LockedValue(true)
+        loop.advance(by: 10_000_000)
+        XCTAssertEqual(done.get(), !asksForABarrier, "it waits for the changes settling", file: file, line: line)
+        loop.files.queueCapacity = 2
+        for index in 0..<3 { loop.files.create("/d/g\(index)") }
+        loop.files.queueCapacity = 16_384
+        loop.advance(by: 50_000_000)
+        XCTAssertEqual(
+            recorder.changes.map { "\($0.kind) \($0.path)" }, ["overflow /d", "created /d/f0"],
+            "what fits: the kernel's notice, then the first change", file: file, line: line)
+        XCTAssertEqual(done.get(), !asksForABarrier, "it waits for the catch-up", file: file, line: line)
+        subscription.acknowledge(2)
+        loop.router.backlogDrained(subscription)
+        loop.run()
+        // Taken as a consumer takes them.
+        subscription.acknowledge(recorder.batches.last?.count ?? 0)
+        loop.runUntilIdle()
+        XCTAssertTrue(done.get(), file: file, line: line)
+        let made = recorder.changes.filter { $0.kind == .created }.map(\.path.description)
+        XCTAssertEqual(
+            made, ["/d/f0", "/d/f1", "/d/f2", "/d/g0", "/d/g1", "/d/g2"], "\(recorder.batches)", file: file, line: line)
+        XCTAssertEqual(
+            recorder.changes.count, made.count + 2, "two notices, each file once: \(recorder.batches)", file: file,
+            line: line)
+    }
+
     // MARK: - Barriers
 
     func testABarrierCompletesAfterTheChangesMadeBeforeIt() throws {
