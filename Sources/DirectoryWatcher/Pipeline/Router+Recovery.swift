@@ -317,7 +317,13 @@ extension Router {
             if subscription.collect(notice) { outbox.dirty.append(subscription) }
             for change in catchUp.remainder { _ = subscription.collect(change) }
         }
-        for request in barriers.take(.catchUp(ObjectIdentifier(subscription))) { barriers.wait(request, for: .rescan) }
+        // (A barrier waits for the catch-up while one is owed, not for what settles: none should
+        // be left waiting for the changes dropped above, and one that is follows the listing.)
+        for request in barriers.take(.catchUp(ObjectIdentifier(subscription)))
+            + barriers.take(.settling(ObjectIdentifier(subscription)))
+        {
+            barriers.wait(request, for: .rescan)
+        }
         return catchUp.baseline
     }
 
