@@ -231,7 +231,7 @@ extension Router {
         }
         let sources = table.watches(sourceWD)
         let targets = sourceWD == targetWD ? sources : table.watches(targetWD)
-        for watch in sources + targets where watch.subscriber.loop.pause != nil {
+        for watch in [sources, targets].joined() where watch.subscriber.loop.pause != nil {
             watch.subscriber.loop.pause?.touched.formUnion([sourceWD, targetWD])
         }
         let moves = EventMask.movedFrom | EventMask.movedTo
@@ -315,7 +315,7 @@ extension Router {
     /// what left go and watches what came in.
     private func treeExchanged(
         _ from: BackendEvent, _ to: BackendEvent, firstIsDirectory: Bool, secondIsDirectory: Bool, listed: Half?,
-        sources: [WatchTable<Subscription>.Watch], targets: [WatchTable<Subscription>.Watch]
+        sources: WatchTable<Subscription>.Watches, targets: WatchTable<Subscription>.Watches
     ) {
         forEachTree(of: sources, targets) { subscription, tree, source, target in
             if let source, let target, let said = arrivalSaid(source, target, from, to) ?? listed {

@@ -90,7 +90,7 @@ extension Router {
 
     /// A move or an exchange whose ends may be named `.gitignore`: each such end's directory is
     /// read again.
-    func gitIgnoresMoved(_ ends: [(event: BackendEvent, watches: [WatchTable<Subscription>.Watch])]) {
+    func gitIgnoresMoved(_ ends: [(event: BackendEvent, watches: WatchTable<Subscription>.Watches)]) {
         for (event, watches) in ends where event.name.elementsEqual(Self.gitIgnoreName) {
             for watch in watches where watch.subscriber.gitIgnores != nil && !watch.subscriber.loop.isEnded {
                 gitIgnoreMayHaveChanged(

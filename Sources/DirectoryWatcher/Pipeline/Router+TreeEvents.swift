@@ -164,11 +164,11 @@ extension Router {
     /// Calls `body` once for each recursive watcher of either end of a move, with its tree and
     /// its nodes of the two directories (nil for an end it does not watch).
     func forEachTree(
-        of sources: [WatchTable<Subscription>.Watch], _ targets: [WatchTable<Subscription>.Watch],
+        of sources: WatchTable<Subscription>.Watches, _ targets: WatchTable<Subscription>.Watches,
         _ body: (Subscription, WatchedTree, TreeNode?, TreeNode?) -> Void
     ) {
         var seen: Set<ObjectIdentifier> = []
-        for watch in sources + targets where !watch.subscriber.loop.isEnded {
+        for watch in [sources, targets].joined() where !watch.subscriber.loop.isEnded {
             let subscription = watch.subscriber
             guard let tree = subscription.loop.tree, seen.insert(ObjectIdentifier(subscription)).inserted else {
                 continue
@@ -182,8 +182,8 @@ extension Router {
     /// `arrivalListed`: the target's listing, read after the move, showed the directory there
     /// already, and the walk that listing began reported it with what it holds.
     func treeMoved(
-        from: BackendEvent, to: BackendEvent, sources: [WatchTable<Subscription>.Watch],
-        targets: [WatchTable<Subscription>.Watch], arrivalListed: Bool = false
+        from: BackendEvent, to: BackendEvent, sources: WatchTable<Subscription>.Watches,
+        targets: WatchTable<Subscription>.Watches, arrivalListed: Bool = false
     ) {
         forEachTree(of: sources, targets) { subscription, tree, source, target in
             // A directory a walk met here before this move: its move is routed now.

@@ -11,29 +11,27 @@
 /// events it did not ask for instead.
 struct WatchTable<Subscriber: AnyObject> {
     struct Watch {
-        /// The fields, in one object shared by every copy: the router copies each watch of a
-        /// directory out of the table for every event there, and a copy was a retain and a release
-        /// of each of its references (the subscriber, the path, the entry's two, the node). The
-        /// object's fields are constants, which a reader borrows without a copy; a watch changed
-        /// gets an object of its own.
-        private var fields: Fields
+        /// The fields every directory of a subscriber shares, in one object shared by every copy:
+        /// the router copies each watch of a directory out of the table for every event there,
+        /// and a copy was a retain and a release of each of its references (the subscriber, the
+        /// path, the entry's two). The object's fields are constants, which a reader borrows
+        /// without a copy; a watch changed gets an object of its own. A tree's directories share
+        /// their subscriber's: an object each was a sixth of a tree's memory per directory.
+        fileprivate var fields: Fields
+        /// For a directory of a recursive watcher's tree: where it is in the tree.
+        let node: TreeNode?
 
-        private final class Fields {
+        fileprivate final class Fields {
             let subscriber: Subscriber
             let givenDirectory: FileSystemPath
             let mask: UInt32
             let entry: WatchedEntry?
-            let node: TreeNode?
 
-            init(
-                subscriber: Subscriber, givenDirectory: FileSystemPath, mask: UInt32, entry: WatchedEntry?,
-                node: TreeNode?
-            ) {
+            init(subscriber: Subscriber, givenDirectory: FileSystemPath, mask: UInt32, entry: WatchedEntry?) {
                 self.subscriber = subscriber
                 self.givenDirectory = givenDirectory
                 self.mask = mask
                 self.entry = entry
-                self.node = node
             }
         }
 
@@ -42,24 +40,33 @@ struct WatchTable<Subscriber: AnyObject> {
         var mask: UInt32 {
             get { fields.mask }
             set {
+                guard newValue != fields.mask else { return }
                 fields = Fields(
                     subscriber: fields.subscriber, givenDirectory: fields.givenDirectory, mask: newValue,
-                    entry: fields.entry, node: fields.node)
+                    entry: fields.entry)
             }
         }
         /// For a file watch: the one entry name this subscriber wants, and the path it knows that
         /// entry by. Nil for a directory watch, which wants every entry.
         var entry: WatchedEntry? { fields.entry }
-        /// For a directory of a recursive watcher's tree: where it is in the tree.
-        var node: TreeNode? { fields.node }
 
         init(subscriber: Subscriber, directory: FileSystemPath, mask: UInt32, entry: WatchedEntry?, node: TreeNode?) {
             // A tree's directory goes by its node's path, which follows renames: a path of its
             // own here would be a second copy of it for every directory of the tree.
             fields = Fields(
                 subscriber: subscriber, givenDirectory: node == nil ? directory : FileSystemPath(bytes: []),
-                mask: mask, entry: entry, node: node)
+                mask: mask, entry: entry)
+            self.node = node
         }
+
+        /// A tree's directory, sharing `fields` (another directory's of the same subscriber).
+        fileprivate init(sharing fields: Fields, node: TreeNode) {
+            self.fields = fields
+            self.node = node
+        }
+
+        /// Whether this watch and `other` share their fields (for tests: a tree's memory).
+        func sharesFields(with other: Watch) -> Bool { fields === other.fields }
 
         /// The path this subscriber knows the directory by (two subscribers may reach one inode
         /// through different paths, a symbolic link for one); in a tree, its path now.
@@ -78,8 +85,39 @@ struct WatchTable<Subscriber: AnyObject> {
         }
     }
 
+    /// The watches of one directory. Nearly every directory has one, kept inline: an array for
+    /// it was an allocation per directory of a tree.
+    struct Watches: RandomAccessCollection, MutableCollection {
+        fileprivate var head: Watch?
+        fileprivate var tail: [Watch] = []
+
+        init() {}
+
+        fileprivate init(_ watch: Watch) { head = watch }
+
+        var startIndex: Int { 0 }
+        var endIndex: Int { head == nil ? 0 : 1 + tail.count }
+
+        subscript(position: Int) -> Watch {
+            get { position == 0 ? head! : tail[position - 1] }
+            set {
+                if position == 0 { head = newValue } else { tail[position - 1] = newValue }
+            }
+        }
+
+        fileprivate mutating func append(_ watch: Watch) {
+            if head == nil { head = watch } else { tail.append(watch) }
+        }
+
+        fileprivate mutating func removeAll(where shouldRemove: (Watch) -> Bool) {
+            var kept = Watches()
+            for watch in self where !shouldRemove(watch) { kept.append(watch) }
+            self = kept
+        }
+    }
+
     struct Entry {
-        var watches: [Watch]
+        var watches: Watches
         var kernelMask: UInt32
     }
 
@@ -115,7 +153,10 @@ struct WatchTable<Subscriber: AnyObject> {
         _ subscriber: Subscriber, wd: Int32, directory: FileSystemPath, mask: UInt32, only: WatchedEntry? = nil,
         node: TreeNode?
     ) {
-        let watch = Watch(subscriber: subscriber, directory: directory, mask: mask, entry: only, node: node)
+        let watch =
+            node.flatMap { node in
+                sharedFields(of: subscriber, mask: mask, near: node).map { Watch(sharing: $0, node: node) }
+            } ?? Watch(subscriber: subscriber, directory: directory, mask: mask, entry: only, node: node)
         if var entry = entries[wd] {
             entry.kernelMask |= mask
             if let index = entry.watches.firstIndex(where: { $0.subscriber === subscriber }) {
@@ -125,8 +166,18 @@ struct WatchTable<Subscriber: AnyObject> {
             }
             entries[wd] = entry
         } else {
-            entries[wd] = Entry(watches: [watch], kernelMask: mask)
+            entries[wd] = Entry(watches: Watches(watch), kernelMask: mask)
         }
+    }
+
+    /// The fields of `subscriber`'s watch of the directory above `node` (or, for a tree's root,
+    /// of a directory below it), when they can serve `node`'s too.
+    private func sharedFields(of subscriber: Subscriber, mask: UInt32, near node: TreeNode) -> Watch.Fields? {
+        guard let neighbour = node.parent ?? node.children.first?.value,
+            let watch = entries[neighbour.wd]?.watches.first(where: { $0.subscriber === subscriber && $0.node != nil }),
+            watch.mask == mask, watch.entry == nil
+        else { return nil }
+        return watch.fields
     }
 
     /// Removes `subscriber` from `wd`. True when no subscriber is left: the caller then lets the
@@ -144,14 +195,14 @@ struct WatchTable<Subscriber: AnyObject> {
     }
 
     /// The kernel dropped `wd` (`IN_IGNORED`): forgets it and returns the watches it served.
-    mutating func kernelDropped(_ wd: Int32) -> [Watch] {
-        entries.removeValue(forKey: wd)?.watches ?? []
+    mutating func kernelDropped(_ wd: Int32) -> Watches {
+        entries.removeValue(forKey: wd)?.watches ?? Watches()
     }
 
     /// The watches `wd` serves; empty for a descriptor that is gone (events still queued for a
     /// watch removed a moment ago, or the overflow event's -1).
-    func watches(_ wd: Int32) -> [Watch] {
-        entries[wd]?.watches ?? []
+    func watches(_ wd: Int32) -> Watches {
+        entries[wd]?.watches ?? Watches()
     }
 
     /// The mask the kernel watch `wd` was asked for: the union of its subscribers' masks.

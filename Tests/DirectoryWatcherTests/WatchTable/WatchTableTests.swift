@@ -69,12 +69,59 @@ final class WatchTableTests: XCTestCase {
         try table.add(one, directory: "/d", mask: EventMask.modify, only: entry)
         XCTAssertEqual(before.first?.mask, EventMask.create)
         XCTAssertEqual(table.watches(wd).first?.mask, EventMask.create | EventMask.modify)
-        for watch in before + table.watches(wd) {
+        for watch in Array(before) + table.watches(wd) {
             XCTAssertTrue(watch.subscriber === one)
             XCTAssertEqual(watch.entry, entry)
             XCTAssertEqual(watch.directory, "/d")
             XCTAssertNil(watch.node)
         }
+    }
+
+    /// A tree's directories share their subscriber's fields (an object each was a sixth of a
+    /// tree's memory): each still goes by its own node's path, one whose mask widens gets fields of
+    /// its own, and another subscriber of the same directory keeps its own.
+    func testATreesDirectoriesShareTheirFieldsAndEachKeepsItsOwnNode() throws {
+        let kernel = FakeKernel()
+        var table = WatchTable<Subscriber>(
+            backend: InotifyBackend(fd: 99, system: kernel.system), system: kernel.system)
+        let tree = Subscriber()
+        let other = Subscriber()
+        var made: WatchedTree?
+        let rootWD = try table.add(tree, directory: "/t", mask: EventMask.create) { wd in
+            made = WatchedTree(rootPath: "/t", wd: wd)
+            return made?.root
+        }
+        let nodes = try XCTUnwrap(made)
+        var children: [(wd: Int32, node: TreeNode)] = []
+        for name in ["a", "b", "c"] {
+            let wd = try table.add(tree, directory: FileSystemPath("/t/\(name)"), mask: EventMask.create) {
+                nodes.add(Array(name.utf8), of: nodes.root, wd: $0)
+            }
+            children.append((wd, try XCTUnwrap(nodes.node(wd))))
+        }
+        try table.add(other, directory: "/t/b", mask: EventMask.delete)
+        try table.add(tree, directory: "/t/c", mask: EventMask.modify) { nodes.node($0) }
+        for (wd, node) in children {
+            let watch = try XCTUnwrap(table.watches(wd).first)
+            XCTAssertTrue(watch.subscriber === tree)
+            XCTAssertTrue(watch.node === node)
+            XCTAssertEqual(watch.directory, node.path)
+            XCTAssertNil(watch.entry)
+        }
+        let watches = try children.map { try XCTUnwrap(table.watches($0.wd).first) }
+        let root = try XCTUnwrap(table.watches(rootWD).first)
+        XCTAssertTrue(watches[0].sharesFields(with: root) && watches[1].sharesFields(with: root))
+        XCTAssertFalse(watches[2].sharesFields(with: root), "c's mask widened: fields of its own")
+        XCTAssertEqual(
+            children.map { table.watches($0.wd).first?.mask },
+            [EventMask.create, EventMask.create, EventMask.create | EventMask.modify], "c's widened alone")
+        XCTAssertEqual(table.watches(children[1].wd).map(\.mask), [EventMask.create, EventMask.delete])
+        XCTAssertTrue(table.watches(children[1].wd).last?.subscriber === other)
+        XCTAssertNil(table.watches(children[1].wd).last?.node)
+        XCTAssertEqual(table.watches(children[1].wd).last?.directory, "/t/b")
+        // The first of two leaving leaves the second.
+        XCTAssertFalse(table.remove(tree, from: children[1].wd))
+        XCTAssertEqual(table.watches(children[1].wd).map { ObjectIdentifier($0.subscriber) }, [ObjectIdentifier(other)])
     }
 
     func testKernelDropForgetsTheDescriptorAndReturnsItsWatches() throws {
