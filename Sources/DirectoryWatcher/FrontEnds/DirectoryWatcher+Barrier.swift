@@ -17,7 +17,7 @@ extension DirectoryWatcher {
                 // A fanotify tree knows its directories once its listing after readiness is done:
                 // what it has not reached yet is listed now.
                 loop.router.finishSnapshots(of: subscription)
-                return tree.descriptors.compactMap { tree.node($0)?.path }
+                return tree.descriptors.compactMap { tree.node($0)?.uncachedPath }
             }
             return [subscription.root]
         } ?? []
@@ -31,7 +31,7 @@ extension DirectoryWatcher {
         return session.lease.loop.submitAndWait { loop in
             guard !subscription.loop.isEnded, let tree = subscription.loop.tree else { return [] }
             loop.router.finishSnapshots(of: subscription)
-            return tree.descriptors.compactMap { tree.node($0) }.map { ($0.path, $0.wd, $0.inode) }
+            return tree.descriptors.compactMap { tree.node($0) }.map { ($0.uncachedPath, $0.wd, $0.inode) }
         } ?? []
     }
 

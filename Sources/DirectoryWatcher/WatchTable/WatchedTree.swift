@@ -169,6 +169,18 @@ final class TreeNode {
         return path
     }
 
+    /// ``path``, without caching it or any ancestor's: for a listing of every directory, which
+    /// would otherwise leave a path cached for each (a tenth of a tree's memory).
+    var uncachedPath: FileSystemPath {
+        if let rootPath { return rootPath }
+        if let cachedPath, cachedEpoch == renames.count { return cachedPath }
+        guard let parent else { return cachedPath ?? FileSystemPath(bytes: name) }
+        return parent.uncachedPath.appending(bytes: name[...])
+    }
+
+    /// Whether ``path`` is cached now (for tests).
+    var hasCachedPath: Bool { cachedPath != nil && cachedEpoch == renames.count }
+
     func child(_ name: ArraySlice<UInt8>) -> TreeNode? { children[Array(name)] }
 
     /// Whether this is `other` or lies below it.
