@@ -86,27 +86,60 @@ struct WatchTable<Subscriber: AnyObject> {
     }
 
     /// The watches of one directory. Nearly every directory has one, kept inline: an array for
-    /// it was an allocation per directory of a tree.
-    struct Watches: RandomAccessCollection, MutableCollection {
-        fileprivate var head: Watch?
-        fileprivate var tail: [Watch] = []
+    /// it was an allocation per directory of a tree. An enum rather than a watch and an array
+    /// beside it: its case lives in the watch's spare bits, so a table entry takes 24 bytes, not
+    /// 32 (a tree has one for each of its directories).
+    enum Watches: RandomAccessCollection, MutableCollection {
+        case one(Watch)
+        /// None, or more than one.
+        case many([Watch])
 
-        init() {}
+        init() { self = .many([]) }
 
-        fileprivate init(_ watch: Watch) { head = watch }
+        fileprivate init(_ watch: Watch) { self = .one(watch) }
 
         var startIndex: Int { 0 }
-        var endIndex: Int { head == nil ? 0 : 1 + tail.count }
+        var endIndex: Int {
+            switch self {
+            case .one: 1
+            case .many(let watches): watches.count
+            }
+        }
 
         subscript(position: Int) -> Watch {
-            get { position == 0 ? head! : tail[position - 1] }
+            get {
+                switch self {
+                case .one(let watch):
+                    precondition(position == 0, "index out of range")
+                    return watch
+                case .many(let watches): return watches[position]
+                }
+            }
             set {
-                if position == 0 { head = newValue } else { tail[position - 1] = newValue }
+                switch self {
+                case .one:
+                    precondition(position == 0, "index out of range")
+                    self = .one(newValue)
+                case .many(var watches):
+                    self = .many([])  // keeps the array unique: changed in place, not copied
+                    watches[position] = newValue
+                    self = .many(watches)
+                }
             }
         }
 
         fileprivate mutating func append(_ watch: Watch) {
-            if head == nil { head = watch } else { tail.append(watch) }
+            switch self {
+            case .one(let first): self = .many([first, watch])
+            case .many(var watches):
+                if watches.isEmpty {
+                    self = .one(watch)
+                } else {
+                    self = .many([])
+                    watches.append(watch)
+                    self = .many(watches)
+                }
+            }
         }
 
         fileprivate mutating func removeAll(where shouldRemove: (Watch) -> Bool) {

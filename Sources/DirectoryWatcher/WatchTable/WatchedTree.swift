@@ -106,8 +106,20 @@ final class RenameCount {
 }
 
 /// One directory of a ``WatchedTree``.
+///
+/// A tree has a node for each of its directories, so its fields are laid out to fit glibc's
+/// 96-byte chunk (an instance of at most 88 bytes): the two flags sit beside the descriptor, the
+/// root's path is its cached path, and what few directories need is in ``Rare``, made on first
+/// use (Docs/benchmarks.md, "A tree node in 96 bytes").
 final class TreeNode {
     let wd: Int32
+    /// The tree's root, whose ``path`` is the one it was given and never built.
+    let isRoot: Bool
+    /// The watcher was told its name holds a directory new there, which tells a consumer to
+    /// forget what it held, and what it holds could not be said then, its path stale
+    /// (``Router/treeChanged``): said when its name is tried again (``WatchedTree/unreached``),
+    /// unless a walk that met it again at its new path said it first.
+    var contentsOwed = false
     fileprivate(set) var name: [UInt8]
     fileprivate(set) weak var parent: TreeNode?
     /// The subdirectories watched, by name.
@@ -117,44 +129,65 @@ final class TreeNode {
     /// watch holds the inode while the directory is there (removed while the events were lost, its
     /// number may be given to a directory made since: a listing's birth bound tells them apart).
     var inode: UInt64 = 0
-    /// Its subdirectories that could not be opened for want of permission (`EACCES`, `EPERM`),
-    /// by name: the watcher was told so once, and each is tried again when its attributes, or
-    /// this directory's, change (a `chmod` that makes it readable).
-    var refused: Set<[UInt8]> = []
-    /// Met by a walk at a new path before the event that moved it there (-1 when not): the
-    /// descriptor of the directory it was in. Its move, or exchange, when routed, was said.
-    var metEarlyIn: Int32 = -1
-    /// The watcher was told its name holds a directory new there, which tells a consumer to
-    /// forget what it held, and what it holds could not be said then, its path stale
-    /// (``Router/treeChanged``): said when its name is tried again (``WatchedTree/unreached``),
-    /// unless a walk that met it again at its new path said it first.
-    var contentsOwed = false
     /// Its tree's epoch (``WatchedTree/epoch``), held strongly: read through a weak reference to
     /// the tree, it was a runtime call for each event below the root.
     private let renames: RenameCount
-    private let rootPath: FileSystemPath?
+    /// The root's path, or the path built under ``cachedEpoch``.
     private var cachedPath: FileSystemPath?
     private var cachedEpoch = -1
+    private var rare: Rare?
+
+    /// What few directories of a tree need.
+    private final class Rare {
+        var refused: Set<[UInt8]> = []
+        var metEarlyIn: Int32 = -1
+    }
 
     fileprivate init(
         wd: Int32, name: [UInt8], parent: TreeNode?, rootPath: FileSystemPath?, renames: RenameCount
     ) {
         self.wd = wd
+        self.isRoot = rootPath != nil
         self.name = name
         self.parent = parent
-        self.rootPath = rootPath
+        self.cachedPath = rootPath
         self.renames = renames
     }
 
-    var isRoot: Bool { rootPath != nil }
+    /// Its subdirectories that could not be opened for want of permission (`EACCES`, `EPERM`),
+    /// by name: the watcher was told so once, and each is tried again when its attributes, or
+    /// this directory's, change (a `chmod` that makes it readable).
+    var refused: Set<[UInt8]> {
+        get { rare?.refused ?? [] }
+        set {
+            if rare == nil, newValue.isEmpty { return }
+            rareMade().refused = newValue
+        }
+    }
+
+    /// Met by a walk at a new path before the event that moved it there (-1 when not): the
+    /// descriptor of the directory it was in. Its move, or exchange, when routed, was said.
+    var metEarlyIn: Int32 {
+        get { rare?.metEarlyIn ?? -1 }
+        set {
+            if rare == nil, newValue == -1 { return }
+            rareMade().metEarlyIn = newValue
+        }
+    }
+
+    private func rareMade() -> Rare {
+        if let rare { return rare }
+        let made = Rare()
+        rare = made
+        return made
+    }
 
     /// The directory's path now: the root's path, or its parent's path and its name. Cached until
     /// the next rename in the tree, so an event costs no walk up to the root. (Inlined: it is
     /// read for every event of the tree, and is most often the root's or the cached one.)
     @inline(__always)
     var path: FileSystemPath {
-        if let rootPath { return rootPath }
-        if let cachedPath, cachedEpoch == renames.count { return cachedPath }
+        if let cachedPath, isRoot || cachedEpoch == renames.count { return cachedPath }
         return pathBuilt()
     }
 
@@ -172,14 +205,13 @@ final class TreeNode {
     /// ``path``, without caching it or any ancestor's: for a listing of every directory, which
     /// would otherwise leave a path cached for each (a tenth of a tree's memory).
     var uncachedPath: FileSystemPath {
-        if let rootPath { return rootPath }
-        if let cachedPath, cachedEpoch == renames.count { return cachedPath }
+        if let cachedPath, isRoot || cachedEpoch == renames.count { return cachedPath }
         guard let parent else { return cachedPath ?? FileSystemPath(bytes: name) }
         return parent.uncachedPath.appending(bytes: name[...])
     }
 
     /// Whether ``path`` is cached now (for tests).
-    var hasCachedPath: Bool { cachedPath != nil && cachedEpoch == renames.count }
+    var hasCachedPath: Bool { cachedPath != nil && (isRoot || cachedEpoch == renames.count) }
 
     func child(_ name: ArraySlice<UInt8>) -> TreeNode? { children[Array(name)] }
 

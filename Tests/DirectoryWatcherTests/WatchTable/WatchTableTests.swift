@@ -182,4 +182,33 @@ final class WatchTableTests: XCTestCase {
         }
         XCTAssertEqual(table.count, 0)
     }
+
+    /// A directory's watches, one inline or several in an array, through three subscribers
+    /// joining and leaving in turn: each sees its own mask, and the entry stays 24 bytes.
+    func testADirectorysWatchesGrowAndShrinkInOrder() throws {
+        XCTAssertEqual(MemoryLayout<WatchTable<Subscriber>.Entry>.stride, 24, "a table slot of a tree's directory")
+        let kernel = FakeKernel()
+        var table = WatchTable<Subscriber>(
+            backend: InotifyBackend(fd: 99, system: kernel.system), system: kernel.system)
+        let subscribers = [Subscriber(), Subscriber(), Subscriber()]
+        let masks = [EventMask.create, EventMask.delete, EventMask.modify]
+        var wd: Int32 = -1
+        for (subscriber, mask) in zip(subscribers, masks) {
+            wd = try table.add(subscriber, directory: "/d", mask: mask)
+        }
+        XCTAssertEqual(table.watches(wd).map(\.mask), masks)
+        XCTAssertTrue(zip(table.watches(wd), subscribers).allSatisfy { $0.subscriber === $1 })
+        // Widened in place: the second watch of three, then the first.
+        try table.add(subscribers[1], directory: "/d", mask: EventMask.attributes)
+        XCTAssertEqual(table.watches(wd).map(\.mask), [masks[0], masks[1] | EventMask.attributes, masks[2]])
+        XCTAssertFalse(table.remove(subscribers[1], from: wd))
+        XCTAssertEqual(table.watches(wd).map(\.mask), [masks[0], masks[2]])
+        XCTAssertFalse(table.remove(subscribers[0], from: wd))
+        XCTAssertEqual(table.watches(wd).map(\.mask), [masks[2]], "one left, kept inline")
+        try table.add(subscribers[2], directory: "/d", mask: EventMask.attributes)
+        XCTAssertEqual(table.watches(wd).map(\.mask), [masks[2] | EventMask.attributes])
+        XCTAssertTrue(table.remove(subscribers[2], from: wd))
+        XCTAssertTrue(table.watches(wd).isEmpty)
+        XCTAssertEqual(table.count, 0)
+    }
 }
