@@ -378,7 +378,7 @@ extension Router {
                 let id = subscription.loop.markedFileSystem
             else { continue }
             if known[node.wd] != nil {
-                for child in node.children.values { marked.snapshotQueue.append((subscription, child)) }
+                for child in node.children { marked.snapshotQueue.append((subscription, child)) }
             } else {
                 list(node, of: tree, id: id, for: subscription)
             }

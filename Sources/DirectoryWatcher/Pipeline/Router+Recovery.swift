@@ -129,9 +129,9 @@ extension Router {
             // Where the listing shows each directory's number, under its name or another.
             var byInode: [UInt64: [UInt8]] = [:]
             for (name, entry) in current.entries where entry.kind == .directory { byInode[entry.inode] = name }
-            for (name, child) in node.children {
+            for child in node.children {
                 let found = byInode[child.inode]
-                subdirectories[name] = inode(
+                subdirectories[child.name] = inode(
                     of: child, at: found.map { first.directory.appending(bytes: $0[...]) }, mask: first.mask)
             }
         }

@@ -286,12 +286,12 @@ extension Router {
                     for: subscription)
             }
             guard subscription.gitIgnores != nil, let tree = subscription.loop.tree else {
-                stack += next.children.values
+                stack += next.children
                 continue
             }
             // Under the rules of its new path, a directory git ignores now is let go, and one it
             // ignored at the old path is watched.
-            for child in Array(next.children.values) {
+            for child in Array(next.children) {
                 if gitIgnores(child.path, isDirectory: true, for: subscription) {
                     for wd in tree.remove(child) { release(wd, for: subscription) }
                 } else {

@@ -206,7 +206,7 @@ struct WatchTable<Subscriber: AnyObject> {
     /// The fields of `subscriber`'s watch of the directory above `node` (or, for a tree's root,
     /// of a directory below it), when they can serve `node`'s too.
     private func sharedFields(of subscriber: Subscriber, mask: UInt32, near node: TreeNode) -> Watch.Fields? {
-        guard let neighbour = node.parent ?? node.children.first?.value,
+        guard let neighbour = node.parent ?? node.children.any,
             let watch = entries[neighbour.wd]?.watches.first(where: { $0.subscriber === subscriber && $0.node != nil }),
             watch.mask == mask, watch.entry == nil
         else { return nil }

@@ -70,30 +70,30 @@ final class WatchedTree {
     @discardableResult
     func add(_ name: [UInt8], of parent: TreeNode, wd: Int32) -> TreeNode {
         let node = TreeNode(wd: wd, name: name, parent: parent, rootPath: nil, renames: renames)
-        parent.children[name] = node
+        parent.children[name[...]] = node
         nodes[wd] = node
         return node
     }
 
     /// Moves `node` to be `name` in `parent` (a rename inside the tree).
     func move(_ node: TreeNode, to name: [UInt8], in parent: TreeNode) {
-        if let old = node.parent, old.children[node.name] === node { old.children[node.name] = nil }
+        if let old = node.parent, old.children[node.name[...]] === node { old.children[node.name[...]] = nil }
         node.name = name
         node.parent = parent
-        parent.children[name] = node
+        parent.children[name[...]] = node
         renames.count += 1
     }
 
     /// Removes `node` and everything below it; returns their descriptors, `node`'s first.
     func remove(_ node: TreeNode) -> [Int32] {
-        if let parent = node.parent, parent.children[node.name] === node { parent.children[node.name] = nil }
+        if let parent = node.parent, parent.children[node.name[...]] === node { parent.children[node.name[...]] = nil }
         var removed: [Int32] = []
         var stack = [node]
         while let next = stack.popLast() {
             removed.append(next.wd)
             if nodes[next.wd] === next { nodes[next.wd] = nil }
-            stack.append(contentsOf: next.children.values)
-            next.children = [:]
+            stack.append(contentsOf: next.children)
+            next.children = TreeChildren()
             next.parent = nil
         }
         return removed
@@ -123,7 +123,7 @@ final class TreeNode {
     fileprivate(set) var name: [UInt8]
     fileprivate(set) weak var parent: TreeNode?
     /// The subdirectories watched, by name.
-    fileprivate(set) var children: [[UInt8]: TreeNode] = [:]
+    fileprivate(set) var children = TreeChildren()
     /// The directory's inode, when known (0 when not): a rescan tells by it whether the name
     /// still holds this directory, or another one since (an exchange, a replacement). An inotify
     /// watch holds the inode while the directory is there (removed while the events were lost, its
@@ -213,7 +213,7 @@ final class TreeNode {
     /// Whether ``path`` is cached now (for tests).
     var hasCachedPath: Bool { cachedPath != nil && (isRoot || cachedEpoch == renames.count) }
 
-    func child(_ name: ArraySlice<UInt8>) -> TreeNode? { children[Array(name)] }
+    func child(_ name: ArraySlice<UInt8>) -> TreeNode? { children[name] }
 
     /// Whether this is `other` or lies below it.
     func isInside(_ other: TreeNode) -> Bool {
@@ -223,5 +223,102 @@ final class TreeNode {
             node = current.parent
         }
         return false
+    }
+}
+
+/// A directory's subdirectories in its tree, by name. Most directories have few, kept in an array
+/// and found by comparing names: a dictionary for each directory with any was a tenth of a
+/// tree's memory (10 subdirectories: 336 bytes a dictionary, 128 an array). Past
+/// ``mostInArray`` they are in a dictionary, in an object of its own: an enum of an array or a
+/// dictionary takes a byte more than one reference, which pushed a node out of its chunk. Each
+/// is kept under its own ``TreeNode/name``, which the tree changes only while the node is out of
+/// its parent's.
+struct TreeChildren: Sequence {
+    /// Beyond this many, a dictionary: finding a name is a directory event's work, not each
+    /// event's, so a short scan costs less than a dictionary's memory.
+    static let mostInArray = 16
+
+    private enum Storage {
+        case few([TreeNode])
+        case many(ByName)
+    }
+
+    private final class ByName {
+        var nodes: [[UInt8]: TreeNode]
+
+        init(_ nodes: [[UInt8]: TreeNode]) { self.nodes = nodes }
+    }
+
+    private var storage = Storage.few([])
+
+    init() {}
+
+    var isEmpty: Bool { count == 0 }
+
+    var count: Int {
+        switch storage {
+        case .few(let nodes): nodes.count
+        case .many(let byName): byName.nodes.count
+        }
+    }
+
+    /// One of them, any.
+    var any: TreeNode? {
+        switch storage {
+        case .few(let nodes): nodes.first
+        case .many(let byName): byName.nodes.first?.value
+        }
+    }
+
+    /// The subdirectory named `name`; setting replaces the one by that name, or removes it (nil).
+    subscript(name: ArraySlice<UInt8>) -> TreeNode? {
+        get {
+            switch storage {
+            case .few(let nodes): nodes.first { $0.name[...] == name }
+            case .many(let byName): byName.nodes[Array(name)]
+            }
+        }
+        set {
+            switch storage {
+            case .few(var nodes):
+                storage = .few([])  // keeps the array unique: changed in place, not copied
+                if let index = nodes.firstIndex(where: { $0.name[...] == name }) {
+                    if let newValue { nodes[index] = newValue } else { nodes.remove(at: index) }
+                } else if let newValue {
+                    nodes.append(newValue)
+                }
+                storage =
+                    nodes.count > Self.mostInArray
+                    ? .many(ByName(Dictionary(uniqueKeysWithValues: nodes.map { ($0.name, $0) }))) : .few(nodes)
+            case .many(var byName):
+                // A copy of these children keeps what it had.
+                if !isKnownUniquelyReferenced(&byName) { byName = ByName(byName.nodes) }
+                byName.nodes[Array(name)] = newValue
+                storage = .many(byName)
+            }
+        }
+    }
+
+    func makeIterator() -> Iterator {
+        switch storage {
+        case .few(let nodes): .few(nodes.makeIterator())
+        case .many(let byName): .many(byName.nodes.values.makeIterator())
+        }
+    }
+
+    enum Iterator: IteratorProtocol {
+        case few(IndexingIterator<[TreeNode]>)
+        case many(Dictionary<[UInt8], TreeNode>.Values.Iterator)
+
+        mutating func next() -> TreeNode? {
+            switch self {
+            case .few(var nodes):
+                defer { self = .few(nodes) }
+                return nodes.next()
+            case .many(var nodes):
+                defer { self = .many(nodes) }
+                return nodes.next()
+            }
+        }
     }
 }

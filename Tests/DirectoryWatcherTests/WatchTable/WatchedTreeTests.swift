@@ -71,6 +71,66 @@ final class WatchedTreeTests: XCTestCase {
     }
 }
 
+extension WatchedTreeTests {
+    /// A directory's subdirectories, in an array while few and in a dictionary past
+    /// `mostInArray`: found, replaced and removed by name either way, each listed once.
+    func testADirectorysSubdirectoriesAreFoundByNameFewOrMany() {
+        let tree = WatchedTree(rootPath: "/t", wd: 1)
+        let count = 2 * TreeChildren.mostInArray + 7
+        var made: [TreeNode] = []
+        for index in 0..<count {
+            // One name a prefix of others ("d1", "d10").
+            made.append(tree.add(Array("d\((index * 7) % count)".utf8), of: tree.root, wd: Int32(index + 2)))
+            XCTAssertEqual(tree.root.children.count, index + 1)
+            XCTAssertTrue(made.allSatisfy { tree.root.child($0.name[...]) === $0 }, "after \(index + 1)")
+        }
+        XCTAssertEqual(Set(tree.root.children.map(\.wd)), Set(made.map(\.wd)), "each listed once")
+        XCTAssertNil(tree.root.child(Array("d".utf8)[...]))
+        // A rename in place, then a move out: found by the new name only, then gone.
+        let oldName = made[3].name
+        tree.move(made[3], to: Array("renamed".utf8), in: tree.root)
+        XCTAssertNil(tree.root.child(oldName[...]))
+        XCTAssertTrue(tree.root.child(Array("renamed".utf8)[...]) === made[3])
+        let movedName = made[4].name
+        tree.move(made[4], to: Array("below".utf8), in: made[0])
+        XCTAssertNil(tree.root.child(movedName[...]))
+        XCTAssertTrue(made[0].child(Array("below".utf8)[...]) === made[4])
+        XCTAssertEqual(tree.root.children.count, count - 1)
+        // Removed one by one, down to none.
+        for node in made where node !== made[4] {
+            XCTAssertFalse(tree.remove(node).isEmpty)
+            XCTAssertNil(tree.root.child(node.name[...]))
+        }
+        XCTAssertTrue(tree.root.children.isEmpty)
+        XCTAssertNil(tree.root.children.any)
+    }
+
+    /// A copy of a directory's many children keeps what it had when the directory changes.
+    func testACopyOfManyChildrenKeepsWhatItHad() {
+        let tree = WatchedTree(rootPath: "/t", wd: 1)
+        for index in 0...TreeChildren.mostInArray {
+            tree.add(Array("d\(index)".utf8), of: tree.root, wd: Int32(index + 2))
+        }
+        let copy = tree.root.children
+        let first = tree.root.child(Array("d0".utf8)[...])!
+        _ = tree.remove(first)
+        XCTAssertNil(tree.root.child(Array("d0".utf8)[...]))
+        XCTAssertTrue(copy[Array("d0".utf8)[...]] === first)
+        XCTAssertEqual(copy.count, TreeChildren.mostInArray + 1)
+    }
+
+    /// A name given to another directory replaces the one it held, few or many.
+    func testANameTakenByAnotherDirectoryHoldsOnlyThatOne() {
+        for before in [1, TreeChildren.mostInArray + 1] {
+            let tree = WatchedTree(rootPath: "/t", wd: 1)
+            for index in 0..<before { tree.add(Array("d\(index)".utf8), of: tree.root, wd: Int32(index + 2)) }
+            let replacement = tree.add(Array("d0".utf8), of: tree.root, wd: 100)
+            XCTAssertTrue(tree.root.child(Array("d0".utf8)[...]) === replacement, "\(before) before")
+            XCTAssertEqual(tree.root.children.count, before)
+        }
+    }
+}
+
 /// glibc's `malloc_usable_size`, which the Glibc module does not export (it is `malloc.h`'s).
 @_silgen_name("malloc_usable_size")
 private func mallocUsableSize(_ pointer: UnsafeMutableRawPointer) -> Int
