@@ -6,20 +6,9 @@ import XCTest
 /// removals, most of them in a small range of keys so that runs form, wrap around the end of
 /// the slots and are shifted back by removals.
 final class ByDescriptorTests: XCTestCase {
-    private struct Generator: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
     func testItHoldsWhatADictionaryHoldsThroughRandomChanges() {
         for seed in UInt64(1)...20 {
-            var random = Generator(state: seed)
+            var random = SplitMix64(seed: seed)
             var table = ByDescriptor<[Int]>()
             var model: [Int32: [Int]] = [:]
             let range: ClosedRange<Int32> = seed % 2 == 0 ? 1...40 : 1...5_000
@@ -54,7 +43,7 @@ final class ByDescriptorTests: XCTestCase {
         let count: Int32 = 10_000
         for wd in 1...count { table[wd] = wd * 2 }
         var order = Array(1...count)
-        var random = Generator(state: 7)
+        var random = SplitMix64(seed: 7)
         order.shuffle(using: &random)
         for (index, wd) in order.enumerated() {
             XCTAssertEqual(table.removeValue(forKey: wd), wd * 2)
