@@ -37,18 +37,31 @@ public enum ChangeFormat {
     /// a path that is not UTF-8 also comes as `pathBytes` / `oldPathBytes` in base64.
     public static func json(_ change: DirectoryChange, into output: inout [UInt8]) {
         // The fixed text in as few pieces as can be: each append is a call and a capacity check.
+        // So the kind comes with the path's key, and a plain path's closing quote with the text
+        // after it: a line is four appends.
         if let start = jsonStart(change.kind) {
             output.append(start)
         } else {
             output.append(#"{"kind":""#)
             appendName(of: change.kind, to: &output)
-            output.append(#"","#)
+            output.append(#"","path":"#)
         }
-        Escaping.jsonPath(key: "path", change.path, into: &output)
+        let plain = Escaping.isPlain(change.path.bytes, except: UInt8(ascii: "\""))
+        if plain {
+            output.append(UInt8(ascii: "\""))
+            output += change.path.bytes
+        } else {
+            Escaping.jsonPathValue(key: "path", change.path, into: &output)
+        }
         if change.oldPath == nil && !change.foundByRescan && !change.whileStopped && change.error == nil {
-            output.append(change.isDirectory ? #","isDirectory":true}\#n"# : #","isDirectory":false}\#n"#)
+            if plain {
+                output.append(change.isDirectory ? #"","isDirectory":true}\#n"# : #"","isDirectory":false}\#n"#)
+            } else {
+                output.append(change.isDirectory ? #","isDirectory":true}\#n"# : #","isDirectory":false}\#n"#)
+            }
             return
         }
+        if plain { output.append(UInt8(ascii: "\"")) }
         output.append(change.isDirectory ? #","isDirectory":true"# : #","isDirectory":false"#)
         if let oldPath = change.oldPath {
             output.append(UInt8(ascii: ","))
@@ -63,25 +76,25 @@ public enum ChangeFormat {
         output.append("}\n")
     }
 
-    /// `{"kind":"NAME",` for each kind this version names.
+    /// `{"kind":"NAME","path":` for each kind this version names.
     private static func jsonStart(_ kind: DirectoryChange.Kind) -> StaticString? {
         switch kind {
-        case .created: return #"{"kind":"created","#
-        case .removed: return #"{"kind":"removed","#
-        case .modified: return #"{"kind":"modified","#
-        case .attributesChanged: return #"{"kind":"attributesChanged","#
-        case .renamed: return #"{"kind":"renamed","#
-        case .exchanged: return #"{"kind":"exchanged","#
-        case .movedIn: return #"{"kind":"movedIn","#
-        case .movedOut: return #"{"kind":"movedOut","#
-        case .rootRemoved: return #"{"kind":"rootRemoved","#
-        case .rootMoved: return #"{"kind":"rootMoved","#
-        case .overflow: return #"{"kind":"overflow","#
-        case .failed: return #"{"kind":"failed","#
-        case .opened: return #"{"kind":"opened","#
-        case .accessed: return #"{"kind":"accessed","#
-        case .writerClosed: return #"{"kind":"writerClosed","#
-        case .readerClosed: return #"{"kind":"readerClosed","#
+        case .created: return #"{"kind":"created","path":"#
+        case .removed: return #"{"kind":"removed","path":"#
+        case .modified: return #"{"kind":"modified","path":"#
+        case .attributesChanged: return #"{"kind":"attributesChanged","path":"#
+        case .renamed: return #"{"kind":"renamed","path":"#
+        case .exchanged: return #"{"kind":"exchanged","path":"#
+        case .movedIn: return #"{"kind":"movedIn","path":"#
+        case .movedOut: return #"{"kind":"movedOut","path":"#
+        case .rootRemoved: return #"{"kind":"rootRemoved","path":"#
+        case .rootMoved: return #"{"kind":"rootMoved","path":"#
+        case .overflow: return #"{"kind":"overflow","path":"#
+        case .failed: return #"{"kind":"failed","path":"#
+        case .opened: return #"{"kind":"opened","path":"#
+        case .accessed: return #"{"kind":"accessed","path":"#
+        case .writerClosed: return #"{"kind":"writerClosed","path":"#
+        case .readerClosed: return #"{"kind":"readerClosed","path":"#
         @unknown default: return nil
         }
     }

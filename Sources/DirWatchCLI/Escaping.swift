@@ -99,6 +99,12 @@ enum Escaping {
             output.append(UInt8(ascii: "\""))
             return
         }
+        jsonPathValue(key: key, path, into: &output)
+    }
+
+    /// The value of ``jsonPath(key:_:into:)``, after its `"key":`: the path as a JSON string, and
+    /// when it is not valid UTF-8, `,"keyBytes":"…"` after it.
+    static func jsonPathValue(key: StaticString, _ path: FileSystemPath, into output: inout [UInt8]) {
         if let text = path.string {
             jsonString(text, into: &output)
         } else {
