@@ -18,6 +18,7 @@
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <sys/fanotify.h>
+#include <malloc.h>
 #include <string.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -318,6 +319,14 @@ int cdw_has_children(void) {
 
 int cdw_open_no_access_time(void) {
     return O_NOATIME;
+}
+
+int cdw_set_mmap_threshold(int bytes) {
+    return mallopt(M_MMAP_THRESHOLD, bytes);
+}
+
+size_t cdw_mapped_blocks(void) {
+    return mallinfo2().hblks;
 }
 
 int cdw_pipe_hold_one_buffer(int fd) {

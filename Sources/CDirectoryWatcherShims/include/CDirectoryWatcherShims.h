@@ -155,5 +155,13 @@ int cdw_has_children(void);
 /// O_NOATIME, a GNU flag the Glibc module does not export.
 int cdw_open_no_access_time(void);
 
+/// mallopt(M_MMAP_THRESHOLD, bytes), which the Glibc module does not export (malloc.h): blocks
+/// of at least `bytes` are mapped on their own and unmapped when freed, and the threshold no
+/// longer rises with the blocks freed. 1 on success, 0 on failure.
+int cdw_set_mmap_threshold(int bytes);
+
+/// How many blocks malloc has mapped on their own and not yet freed (mallinfo2's hblks).
+size_t cdw_mapped_blocks(void);
+
 #endif // __linux__
 #endif
