@@ -325,8 +325,12 @@ int cdw_set_mmap_threshold(int bytes) {
     return mallopt(M_MMAP_THRESHOLD, bytes);
 }
 
-size_t cdw_mapped_blocks(void) {
-    return mallinfo2().hblks;
+size_t cdw_heap_free_bytes(void) {
+    return mallinfo2().fordblks;
+}
+
+bool cdw_block_is_mapped(const void *block) {
+    return (((const size_t *)block)[-1] & 0x2) != 0;
 }
 
 int cdw_pipe_hold_one_buffer(int fd) {

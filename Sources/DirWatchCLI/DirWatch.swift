@@ -17,8 +17,8 @@ public enum DirWatch {
         public static let commandKilled: Int32 = 4
     }
 
-    /// Blocks of 64 KB and more get pages of their own from the kernel, given back as they are
-    /// freed. glibc's threshold otherwise rises to the largest block freed so far, so once the
+    /// New blocks of 64 KB and more get pages of their own from the kernel rather than grow the
+    /// heap, and are given back as they are freed. glibc's threshold otherwise rises to the largest block freed so far, so once the
     /// kept table's arrays had doubled past it, each array's outgrown block stayed in the heap,
     /// resident and unused (Docs/benchmarks.md, "Outgrown blocks given back"). The command's
     /// choice only: the library leaves its host's allocator alone. A threshold the user set

@@ -7,6 +7,7 @@
 #else
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/epoll.h>
@@ -160,8 +161,13 @@ int cdw_open_no_access_time(void);
 /// longer rises with the blocks freed. 1 on success, 0 on failure.
 int cdw_set_mmap_threshold(int bytes);
 
-/// How many blocks malloc has mapped on their own and not yet freed (mallinfo2's hblks).
-size_t cdw_mapped_blocks(void);
+/// The bytes free in malloc's heaps, their tops included (mallinfo2's fordblks): a request
+/// larger than this cannot be served from them.
+size_t cdw_heap_free_bytes(void);
+
+/// Whether `block`, which malloc returned, has pages of its own: glibc marks such a block in the
+/// size word just before it (IS_MMAPPED, 0x2), the bit its own free reads.
+bool cdw_block_is_mapped(const void *block);
 
 #endif // __linux__
 #endif
