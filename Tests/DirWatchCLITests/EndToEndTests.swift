@@ -597,7 +597,7 @@ final class EndToEndTests: XCTestCase {
 
     func testExecGetsTheBatchOnStdinAndInTheEnvironment() throws {
         let out = FileManager.default.temporaryDirectory.appendingPathComponent("dirwatch-exec-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: out) }
+        defer { for suffix in [".stdin", ".env"] { unlink(out.path + suffix) } }
         let script = "cat > \"$1.stdin\"; printf '%s' \"$DIRWATCH_PATHS\" > \"$1.env\"; exit 7"
         let run = try Run(Self.binary, ["--once", directory.path, "--exec", "/bin/sh", "-c", script, "sh", out.path])
         try run.waitUntilEstablished()

@@ -18,6 +18,11 @@ class SavedStateTestCase: WatchedDirectoryTestCase {
         stateFolder = TemporaryDirectory()
     }
 
+    override func tearDown() {
+        super.tearDown()
+        stateFolder = nil  // XCTest keeps each test case to the end of the run
+    }
+
     func options(_ whenUnusable: DirectoryWatcher.SavedState.WhenUnusable = .refuse) -> DirectoryWatcher.Options {
         DirectoryWatcher.Options(
             recursive: recursive, backend: backend,
