@@ -52,6 +52,27 @@ enum Files {
 }
 
 extension Files {
+    /// Has the kernel drop its cached pages of the executable `command` starts (looked up in PATH
+    /// when it names no directory), so that the peer's resident code is read back as it runs, as
+    /// after a reboot. A binary just written keeps large page-cache folios, and a process mapping
+    /// it counts more of its code resident than it does once the pages have been read back
+    /// (Docs/benchmarks.md, "Outgrown blocks given back"); every peer is measured in the same state.
+    /// Shared libraries are left alone: every peer maps the same ones.
+    static func dropCachedPages(ofCommand command: String) {
+        let candidates =
+            command.contains("/")
+            ? [command]
+            : (getenv("PATH").map { String(cString: $0) } ?? "/usr/bin:/bin").split(separator: ":").map {
+                "\($0)/\(command)"
+            }
+        guard let path = candidates.first(where: { access($0, X_OK) == 0 }) else { return }
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        defer { close(fd) }
+        _ = fdatasync(fd)  // dirty pages are not dropped
+        _ = posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED)
+    }
+
     /// Replaces the file at `path` with `text`.
     static func write(_ text: String, to path: String) throws(BenchError) {
         let fd = open(path, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0o644)

@@ -243,6 +243,7 @@ struct Peers {
         var idle: [Double] = []
         var resident: [Double] = []
         var setup: [Int: [Double]] = [:]
+        Files.dropCachedPages(ofCommand: peer.command("/", false)[0])
         for round in 0..<rounds {
             let empty = "\(bench.scratch)/peer-empty"
             try Files.makeDirectory(empty)

@@ -6,11 +6,11 @@ import Glibc
 //   swift run -c release dirwatch-bench            full run; writes Docs/benchmarks.md and .svg
 //   swift run -c release dirwatch-bench --quick    CI smoke run, under a minute; writes nothing
 //   … --peers                                      also time inotifywait, watchfiles, watchdog, fsnotify
-//   … --rounds N --output DIR --scratch DIR
+//   … --rounds N --output DIR --scratch DIR --burst N
 
 let usage = """
     usage: dirwatch-bench [--quick] [--peers] [--rounds N] [--output DIR | --no-output] [--scratch DIR]
-                          [--static-dirwatch PATH]
+                          [--burst N] [--static-dirwatch PATH]
     """
 
 var arguments = Array(CommandLine.arguments.dropFirst())
@@ -39,6 +39,9 @@ while index < arguments.count {
         index += 2
     case ("--scratch", let value?):
         configuration.scratchParent = value
+        index += 2
+    case ("--burst", let value?) where Int(value).map({ $0 > 0 }) == true:
+        configuration.burstSize = Int(value)!
         index += 2
     case ("--static-dirwatch", let value?):
         configuration.staticDirwatch = value
