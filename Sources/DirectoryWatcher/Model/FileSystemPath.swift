@@ -92,6 +92,17 @@ public struct FileSystemPath: Hashable, Comparable, Sendable, CustomStringConver
     /// This path with the entry `name` (no slash, no NUL) appended. Every change the watcher
     /// reports builds its path here, so the result is allocated once, at its final size.
     func appending(bytes name: ArraySlice<UInt8>) -> FileSystemPath {
+        joined(with: name)
+    }
+
+    /// ``appending(bytes:)-(ArraySlice<UInt8>)``, for a name kept elsewhere than in an array (a
+    /// tree directory's, in its node).
+    func appending<Name: Collection<UInt8>>(bytes name: Name) -> FileSystemPath {
+        joined(with: name)
+    }
+
+    @inline(__always)
+    private func joined<Name: Collection<UInt8>>(with name: Name) -> FileSystemPath {
         if name.isEmpty { return self }
         let needsSeparator = bytes.last != UInt8(ascii: "/")
         let count = bytes.count + (needsSeparator ? 1 : 0) + name.count

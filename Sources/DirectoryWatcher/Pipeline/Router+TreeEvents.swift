@@ -144,7 +144,7 @@ extension Router {
     /// is listed again, for exact recovery after an overflow.
     func directoryAttributesChanged(_ node: TreeNode, for subscription: Subscription) {
         guard let tree = subscription.loop.tree, tree.node(node.wd) === node else { return }
-        if tree.isLazy, let parent = node.parent, parent.refused.contains(node.name) {
+        if tree.isLazy, let parent = node.parent, !parent.refused.isEmpty, parent.refused.contains(node.name) {
             // A fanotify tree's refused directory, given a node by the handle of its own event.
             treeChanged(
                 node.name[...], at: parent, appeared: true, for: subscription, foundByRescan: false, retrying: true)

@@ -11,6 +11,9 @@ final class WatchedTree {
     var epoch: Int { renames.count }
     /// The epoch's count, which every node of the tree holds (``TreeNode/path``).
     fileprivate let renames = RenameCount()
+
+    /// For tests: the epoch as if `count` renames had been made (one short of a wrap, say).
+    func pretendRenames(_ count: Int) { renames.count = count }
     /// Directories a listing found that could not be opened by the path they were found at (an
     /// ancestor renamed meanwhile, most often): tried again, at their parent's new path, after the
     /// next rename inside the tree. `reporting`: their entries are to be reported as created.
@@ -77,16 +80,23 @@ final class WatchedTree {
 
     /// Moves `node` to be `name` in `parent` (a rename inside the tree).
     func move(_ node: TreeNode, to name: [UInt8], in parent: TreeNode) {
-        if let old = node.parent, old.children[node.name[...]] === node { old.children[node.name[...]] = nil }
-        node.name = name
+        if let old = node.parent, old.children[sameNameAs: node] === node { old.children[sameNameAs: node] = nil }
+        node.setName(name)
         node.parent = parent
         parent.children[name[...]] = node
         renames.count += 1
+        // A node keeps the lower half of the epoch it cached its path under: at each wrap every
+        // cached path is forgotten, so a stale one never matches.
+        if UInt32(truncatingIfNeeded: renames.count) == 0 {
+            for wd in nodes.keys { nodes[wd]?.forgetPath() }
+        }
     }
 
     /// Removes `node` and everything below it; returns their descriptors, `node`'s first.
     func remove(_ node: TreeNode) -> [Int32] {
-        if let parent = node.parent, parent.children[node.name[...]] === node { parent.children[node.name[...]] = nil }
+        if let parent = node.parent, parent.children[sameNameAs: node] === node {
+            parent.children[sameNameAs: node] = nil
+        }
         var removed: [Int32] = []
         var stack = [node]
         while let next = stack.popLast() {
@@ -108,19 +118,19 @@ final class RenameCount {
 /// One directory of a ``WatchedTree``.
 ///
 /// A tree has a node for each of its directories, so its fields are laid out to fit glibc's
-/// 96-byte chunk (an instance of at most 88 bytes): the two flags sit beside the descriptor, the
-/// root's path is its cached path, and what few directories need is in ``Rare``, made on first
-/// use (Docs/benchmarks.md, "A tree node in 96 bytes").
+/// 96-byte chunk (an instance of at most 88 bytes): a name of up to 15 bytes (most) is kept in
+/// the node, with the two flags in its last byte, the root's path is its cached path, and what
+/// few directories need is in ``Rare``, made on first use (Docs/benchmarks.md, "A tree node in 96
+/// bytes", "A tree directory's name in its node").
 final class TreeNode {
     let wd: Int32
-    /// The tree's root, whose ``path`` is the one it was given and never built.
-    let isRoot: Bool
-    /// The watcher was told its name holds a directory new there, which tells a consumer to
-    /// forget what it held, and what it holds could not be said then, its path stale
-    /// (``Router/treeChanged``): said when its name is tried again (``WatchedTree/unreached``),
-    /// unless a walk that met it again at its new path said it first.
-    var contentsOwed = false
-    fileprivate(set) var name: [UInt8]
+    /// The lower half of the tree's epoch when ``cachedPath`` was built (``WatchedTree/move(_:to:in:)``
+    /// forgets every cached path when it wraps).
+    private var cachedEpoch: UInt32 = 0
+    /// The name's first 8 bytes, and its next 7 with ``meta`` in the top byte: a name in an array
+    /// of its own took a 48-byte chunk more for each directory.
+    private var nameHead: UInt64 = 0
+    private var nameTail: UInt64 = 0
     fileprivate(set) weak var parent: TreeNode?
     /// The subdirectories watched, by name.
     fileprivate(set) var children = TreeChildren()
@@ -134,24 +144,105 @@ final class TreeNode {
     private let renames: RenameCount
     /// The root's path, or the path built under ``cachedEpoch``.
     private var cachedPath: FileSystemPath?
-    private var cachedEpoch = -1
     private var rare: Rare?
 
     /// What few directories of a tree need.
     private final class Rare {
         var refused: Set<[UInt8]> = []
         var metEarlyIn: Int32 = -1
+        /// A name longer than the node keeps.
+        var longName: [UInt8] = []
+    }
+
+    /// The top byte of ``nameTail``: the name's length when kept in the node, and the flags.
+    private enum Meta {
+        static let length: UInt8 = 0x0F
+        static let long: UInt8 = 0x10
+        static let root: UInt8 = 0x20
+        static let contentsOwed: UInt8 = 0x40
+    }
+
+    /// The longest name kept in the node.
+    static let mostInline = 15
+
+    private var meta: UInt8 {
+        get { UInt8(truncatingIfNeeded: nameTail >> 56) }
+        set { nameTail = nameTail & 0x00FF_FFFF_FFFF_FFFF | UInt64(newValue) << 56 }
+    }
+
+    /// The tree's root, whose ``path`` is the one it was given and never built.
+    var isRoot: Bool { meta & Meta.root != 0 }
+
+    /// The watcher was told its name holds a directory new there, which tells a consumer to
+    /// forget what it held, and what it holds could not be said then, its path stale
+    /// (``Router/treeChanged``): said when its name is tried again (``WatchedTree/unreached``),
+    /// unless a walk that met it again at its new path said it first.
+    var contentsOwed: Bool {
+        get { meta & Meta.contentsOwed != 0 }
+        set { meta = newValue ? meta | Meta.contentsOwed : meta & ~Meta.contentsOwed }
+    }
+
+    /// Its name in its parent (empty for the root).
+    var name: [UInt8] { Array(nameBytes) }
+
+    /// Its name's bytes, read where the node keeps them: no array is made.
+    var nameBytes: TreeNodeName {
+        meta & Meta.long != 0
+            ? TreeNodeName(long: rare!.longName)
+            : TreeNodeName(head: nameHead, tail: nameTail, count: Int(meta & Meta.length))
+    }
+
+    /// Whether its name is `other`.
+    func hasName(_ other: ArraySlice<UInt8>) -> Bool {
+        if meta & Meta.long != 0 { return rare!.longName[...] == other }
+        guard other.count == Int(meta & Meta.length) else { return false }
+        var (head, tail): (UInt64, UInt64) = (0, 0)
+        for (offset, byte) in other.enumerated() {
+            if offset < 8 { head |= UInt64(byte) << (offset * 8) } else { tail |= UInt64(byte) << ((offset - 8) * 8) }
+        }
+        return head == nameHead && tail == nameTail & 0x00FF_FFFF_FFFF_FFFF
+    }
+
+    /// Whether its name is `other`'s.
+    func hasSameName(as other: TreeNode) -> Bool {
+        let kept: UInt64 = 0x1FFF_FFFF_FFFF_FFFF  // the name's bytes, its length and where it is
+        guard nameHead == other.nameHead, (nameTail ^ other.nameTail) & kept == 0 else { return false }
+        return meta & Meta.long == 0 || rare!.longName == other.rare!.longName
+    }
+
+    fileprivate func setName(_ name: [UInt8]) {
+        let flags = meta & (Meta.root | Meta.contentsOwed)
+        (nameHead, nameTail) = (0, 0)
+        if name.count > Self.mostInline {
+            rareMade().longName = name
+            meta = flags | Meta.long
+            return
+        }
+        if let rare, !rare.longName.isEmpty { rare.longName = [] }
+        for (offset, byte) in name.enumerated() {
+            if offset < 8 {
+                nameHead |= UInt64(byte) << (offset * 8)
+            } else {
+                nameTail |= UInt64(byte) << ((offset - 8) * 8)
+            }
+        }
+        meta = flags | UInt8(name.count)
+    }
+
+    /// Forgets the cached path (the root keeps its own).
+    fileprivate func forgetPath() {
+        if !isRoot { cachedPath = nil }
     }
 
     fileprivate init(
         wd: Int32, name: [UInt8], parent: TreeNode?, rootPath: FileSystemPath?, renames: RenameCount
     ) {
         self.wd = wd
-        self.isRoot = rootPath != nil
-        self.name = name
         self.parent = parent
         self.cachedPath = rootPath
         self.renames = renames
+        setName(name)
+        if rootPath != nil { meta |= Meta.root }
     }
 
     /// Its subdirectories that could not be opened for want of permission (`EACCES`, `EPERM`),
@@ -187,7 +278,7 @@ final class TreeNode {
     /// read for every event of the tree, and is most often the root's or the cached one.)
     @inline(__always)
     var path: FileSystemPath {
-        if let cachedPath, isRoot || cachedEpoch == renames.count { return cachedPath }
+        if let cachedPath, isRoot || cachedEpoch == UInt32(truncatingIfNeeded: renames.count) { return cachedPath }
         return pathBuilt()
     }
 
@@ -195,23 +286,24 @@ final class TreeNode {
     private func pathBuilt() -> FileSystemPath {
         // A node removed from its tree keeps the path it last had.
         guard let parent else { return cachedPath ?? FileSystemPath(bytes: name) }
-        let epoch = renames.count
-        let path = parent.path.appending(bytes: name[...])
+        let path = parent.path.appending(bytes: nameBytes)
         cachedPath = path
-        cachedEpoch = epoch
+        cachedEpoch = UInt32(truncatingIfNeeded: renames.count)
         return path
     }
 
     /// ``path``, without caching it or any ancestor's: for a listing of every directory, which
     /// would otherwise leave a path cached for each (a tenth of a tree's memory).
     var uncachedPath: FileSystemPath {
-        if let cachedPath, isRoot || cachedEpoch == renames.count { return cachedPath }
+        if let cachedPath, isRoot || cachedEpoch == UInt32(truncatingIfNeeded: renames.count) { return cachedPath }
         guard let parent else { return cachedPath ?? FileSystemPath(bytes: name) }
-        return parent.uncachedPath.appending(bytes: name[...])
+        return parent.uncachedPath.appending(bytes: nameBytes)
     }
 
     /// Whether ``path`` is cached now (for tests).
-    var hasCachedPath: Bool { cachedPath != nil && (isRoot || cachedEpoch == renames.count) }
+    var hasCachedPath: Bool {
+        cachedPath != nil && (isRoot || cachedEpoch == UInt32(truncatingIfNeeded: renames.count))
+    }
 
     func child(_ name: ArraySlice<UInt8>) -> TreeNode? { children[name] }
 
@@ -274,7 +366,7 @@ struct TreeChildren: Sequence {
     subscript(name: ArraySlice<UInt8>) -> TreeNode? {
         get {
             switch storage {
-            case .few(let nodes): nodes.first { $0.name[...] == name }
+            case .few(let nodes): nodes.first { $0.hasName(name) }
             case .many(let byName): byName.nodes[Array(name)]
             }
         }
@@ -282,7 +374,7 @@ struct TreeChildren: Sequence {
             switch storage {
             case .few(var nodes):
                 storage = .few([])  // keeps the array unique: changed in place, not copied
-                if let index = nodes.firstIndex(where: { $0.name[...] == name }) {
+                if let index = nodes.firstIndex(where: { $0.hasName(name) }) {
                     if let newValue { nodes[index] = newValue } else { nodes.remove(at: index) }
                 } else if let newValue {
                     nodes.append(newValue)
@@ -295,6 +387,31 @@ struct TreeChildren: Sequence {
                 if !isKnownUniquelyReferenced(&byName) { byName = ByName(byName.nodes) }
                 byName.nodes[Array(name)] = newValue
                 storage = .many(byName)
+            }
+        }
+    }
+
+    /// The subdirectory with `node`'s name (`node` itself, or another since); setting replaces
+    /// it, or removes it (nil). The name is compared where the node keeps it: no array is made.
+    subscript(sameNameAs node: TreeNode) -> TreeNode? {
+        get {
+            switch storage {
+            case .few(let nodes): nodes.first { $0.hasSameName(as: node) }
+            case .many(let byName): byName.nodes[node.name]
+            }
+        }
+        set {
+            switch storage {
+            case .few(var nodes):
+                storage = .few([])  // keeps the array unique: changed in place, not copied
+                if let index = nodes.firstIndex(where: { $0.hasSameName(as: node) }) {
+                    if let newValue { nodes[index] = newValue } else { nodes.remove(at: index) }
+                } else if let newValue {
+                    nodes.append(newValue)
+                }
+                storage = .few(nodes)
+            case .many:
+                self[node.name[...]] = newValue
             }
         }
     }
@@ -320,5 +437,30 @@ struct TreeChildren: Sequence {
                 return nodes.next()
             }
         }
+    }
+}
+
+/// A tree directory's name, read where its node keeps it (``TreeNode/nameBytes``).
+struct TreeNodeName: RandomAccessCollection {
+    private let head: UInt64
+    private let tail: UInt64
+    private let long: [UInt8]?
+    let count: Int
+
+    init(head: UInt64, tail: UInt64, count: Int) {
+        (self.head, self.tail, self.long, self.count) = (head, tail, nil, count)
+    }
+
+    init(long: [UInt8]) {
+        (self.head, self.tail, self.long, self.count) = (0, 0, long, long.count)
+    }
+
+    var startIndex: Int { 0 }
+    var endIndex: Int { count }
+
+    subscript(position: Int) -> UInt8 {
+        if let long { return long[position] }
+        let word = position < 8 ? head : tail
+        return UInt8(truncatingIfNeeded: word >> ((position & 7) * 8))
     }
 }

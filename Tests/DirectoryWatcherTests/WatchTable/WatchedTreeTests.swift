@@ -40,6 +40,65 @@ final class WatchedTreeTests: XCTestCase {
         }
     }
 
+    /// A name of up to 15 bytes is kept in the node, a longer one beside it; either is found,
+    /// compared and built into paths the same, through renames from one kind to the other.
+    func testNamesShortAndLongAreFoundAndBuiltIntoPaths() {
+        let tree = WatchedTree(rootPath: "/t", wd: 1)
+        let names = [
+            "", "a", "1234567", "12345678", "123456789", "fifteen-bytes-x", "sixteen-bytes-xy",
+            String(repeating: "é", count: 100),
+        ]
+        .dropFirst().map { Array($0.utf8) }
+        var made: [TreeNode] = []
+        for (index, name) in names.enumerated() {
+            made.append(tree.add(name, of: tree.root, wd: Int32(index + 2)))
+        }
+        for (node, name) in zip(made, names) {
+            XCTAssertEqual(node.name, name)
+            XCTAssertEqual(Array(node.nameBytes), name)
+            XCTAssertTrue(node.hasName(name[...]))
+            XCTAssertTrue(tree.root.child(name[...]) === node)
+            XCTAssertEqual(node.path, FileSystemPath(bytes: Array("/t/".utf8) + name))
+            for other in made where other !== node {
+                XCTAssertFalse(node.hasSameName(as: other), "\(node.name) and \(other.name)")
+                XCTAssertFalse(node.hasName(other.name[...]))
+            }
+            XCTAssertFalse(node.hasName(name.dropLast()), "a prefix is another name")
+            XCTAssertFalse(node.hasName((name + [0x2F])[...]), "so is a longer one")
+        }
+        // Long to short and back, with the flag beside the name kept.
+        let node = made.last!
+        node.contentsOwed = true
+        tree.move(node, to: Array("short".utf8), in: tree.root)
+        XCTAssertEqual(node.name, Array("short".utf8))
+        XCTAssertTrue(tree.root.child(Array("short".utf8)[...]) === node)
+        XCTAssertTrue(node.contentsOwed)
+        XCTAssertFalse(node.isRoot)
+        tree.move(node, to: names[5], in: made[0])
+        XCTAssertEqual(node.path, FileSystemPath(bytes: Array("/t/a/".utf8) + names[5]))
+        XCTAssertNil(tree.root.child(Array("short".utf8)[...]))
+        XCTAssertTrue(node.contentsOwed)
+        node.contentsOwed = false
+        XCTAssertFalse(node.contentsOwed)
+        XCTAssertEqual(node.name, names[5])
+    }
+
+    /// A node keeps the lower half of the epoch its path was cached under: when the count wraps,
+    /// every cached path is forgotten, so one cached 2^32 renames ago is not taken as fresh.
+    func testACachedPathIsStaleAcrossTheEpochsWrap() {
+        let (tree, nodes) = chain()
+        XCTAssertEqual(nodes[3].path, "/t/a/b/c")
+        let cachedAt = tree.epoch
+        tree.pretendRenames(cachedAt + (1 << 32) - 1)
+        XCTAssertFalse(nodes[3].hasCachedPath)
+        // The next rename wraps the lower half back to where nodes[3] cached its path.
+        tree.move(nodes[1], to: Array("z".utf8), in: tree.root)
+        XCTAssertEqual(UInt32(truncatingIfNeeded: tree.epoch), UInt32(truncatingIfNeeded: cachedAt))
+        XCTAssertFalse(nodes[3].hasCachedPath, "forgotten at the wrap")
+        XCTAssertEqual(nodes[3].path, "/t/z/b/c")
+        XCTAssertEqual(tree.root.path, "/t", "the root keeps its own")
+    }
+
     /// The fields few directories need are made on first use, and read as they were set.
     func testARareFieldReadsWhatWasSetAndItsDefaultOtherwise() {
         let (_, nodes) = chain()
