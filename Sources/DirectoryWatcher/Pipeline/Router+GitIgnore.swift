@@ -62,7 +62,7 @@ extension Router {
         guard let state = subscription.gitIgnores else { return }
         state.set(result.gitIgnore.map { GitIgnoreList(parsing: $0) }, for: wd)
         guard let rules = gitRules(for: subscription) else { return }
-        func ignores(_ name: [UInt8], _ isDirectory: Bool) -> Bool {
+        func ignores(_ name: some Collection<UInt8>, _ isDirectory: Bool) -> Bool {
             guard let relative = state.relative(path.appending(bytes: name)) else { return false }
             return rules.isIgnored(relative, isDirectory: isDirectory, ancestors: false)
         }

@@ -37,7 +37,7 @@ extension Router {
             if let exclusions = subscription.exclusions, exclusions.excludes(path, under: subscription.root) { return }
             if subscription.gitIgnores != nil, gitIgnores(path, isDirectory: true, for: subscription) { return }
             if tree.isLazy, created(name, at: node, of: tree, for: subscription) { return }
-            var step = WalkStep(parent: node, name: Array(name), path: path, throughLink: throughLink)
+            var step = WalkStep(parent: node, name: Array(name)[...], parentPath: node.path, throughLink: throughLink)
             step.retrying = retrying
             let result = walker(for: subscription, reporting: reporting)(step)
             guard
@@ -69,7 +69,7 @@ extension Router {
         foundByRescan: Bool
     ) {
         guard let parent = met.parent else { return }
-        let step = WalkStep(parent: parent, name: met.name, path: met.path, throughLink: throughLink)
+        let step = WalkStep(parent: parent, name: met.name[...], parentPath: parent.path, throughLink: throughLink)
         let result = walker(for: subscription, reporting: reporting)(step)
         if result.isWatched, result.handle == nil, result.wd == met.wd {
             if result.known != nil { expectListingEcho(met.wd) }
@@ -87,7 +87,7 @@ extension Router {
                 step, result, of: tree, for: subscription, reporting: reporting, foundByRescan: foundByRescan)
         else { return }
         let level = integrate(
-            result, at: child, path: step.path, of: tree, for: subscription, reporting: reporting,
+            result, at: child, path: result.path ?? step.path, of: tree, for: subscription, reporting: reporting,
             foundByRescan: foundByRescan)
         populate(level, of: tree, for: subscription, reporting: reporting, foundByRescan: foundByRescan)
     }

@@ -10,10 +10,14 @@ extension Router {
     static let treeBits = EventMask.names
 
     /// One directory of a tree to watch and list, below a node already in the tree.
+    ///
+    /// A level of a large tree holds a step for each of its directories until they are watched,
+    /// so a step keeps no array of its own: its name is a slice of the one its siblings' names
+    /// share, and its path is built when needed from its parent's, which they share too.
     struct WalkStep {
         let parent: TreeNode
-        let name: [UInt8]
-        let path: FileSystemPath
+        let name: ArraySlice<UInt8>
+        let parentPath: FileSystemPath
         let throughLink: Bool
         /// The directory's inode as its parent's listing gave it; 0 when not listed (a directory
         /// an event brought), then read from the directory itself.
@@ -21,12 +25,16 @@ extension Router {
         /// A directory refused before (``TreeNode/refused``) tried again: refused again, it is
         /// not reported again.
         var retrying = false
+
+        var path: FileSystemPath { parentPath.appending(bytes: name) }
     }
 
     /// What watching and listing one directory gave: all that can be made off the loop's
     /// thread is made where the directory was listed.
     struct Walked {
         var wd: Int32 = -1
+        /// The directory's path, as the walk opened it (nil: the step's).
+        var path: FileSystemPath?
         /// The directory's inode (0: unknown).
         var inode: UInt64 = 0
         /// In a fanotify tree: the directory's handle, which ``adopt`` turns into its descriptor
@@ -45,8 +53,8 @@ extension Router {
         /// The directory's `.gitignore`, read with its listing when the watcher leaves out what git
         /// ignores (``Router/applyGitIgnore(_:wd:at:for:)`` leaves that out of the rest).
         var gitIgnore: [UInt8]?
-        /// The directories to watch next (excludes applied).
-        var subdirectories: [(name: [UInt8], path: FileSystemPath, throughLink: Bool, inode: UInt64)] = []
+        /// The directories to watch next (excludes applied), their names slices of one array.
+        var subdirectories: [(name: ArraySlice<UInt8>, throughLink: Bool, inode: UInt64)] = []
     }
 
     /// A level of a walk with this many directories or more is watched and listed on every core;
@@ -95,8 +103,8 @@ extension Router {
                         step, result, of: tree, for: subscription, reporting: reporting, foundByRescan: foundByRescan)
                 else { return }
                 next += integrate(
-                    result, at: node, path: step.path, of: tree, for: subscription, reporting: reporting,
-                    foundByRescan: foundByRescan)
+                    result, at: node, path: result.path ?? step.path, of: tree, for: subscription,
+                    reporting: reporting, foundByRescan: foundByRescan)
             }
             level = next
         }
@@ -136,11 +144,12 @@ extension Router {
         let follows = subscription.followsLinks
         let markedFileSystem = subscription.loop.markedFileSystem
         return { step in
-            var result = Walked()
+            let path = step.path
+            var result = Walked(path: path)
             do throws(SyscallError) {
                 // Not following links unless asked: a directory replaced by a link since it was
                 // listed is refused (ELOOP) rather than followed out of the tree.
-                let fd = try table.system.openDirectory(step.path, followingLinks: follows || step.throughLink)
+                let fd = try table.system.openDirectory(path, followingLinks: follows || step.throughLink)
                 defer { table.system.close(fd) }
                 if let markedFileSystem {
                     // The file system's mark sees it already: its handle is all it needs.
@@ -153,7 +162,7 @@ extension Router {
                 if result.inode == 0, !step.throughLink {
                     result.inode = (try? table.system.entryStatus(in: fd, name: [UInt8(ascii: ".")]))??.inode ?? 0
                 }
-                self.list(fd, at: step.path, into: &result, for: subscription, reporting: reporting)
+                self.list(fd, at: path, into: &result, for: subscription, reporting: reporting)
             } catch {
                 result.failure = error
             }
@@ -169,19 +178,22 @@ extension Router {
     ) {
         let begun = services.birthClock()
         var listing: [(name: [UInt8], inode: UInt64, isDirectory: Bool)] = []
-        var subdirectories: [(name: [UInt8], path: FileSystemPath, throughLink: Bool, inode: UInt64)] = []
+        // The subdirectories' names end to end, and where each is: their steps share the array.
+        var names: [UInt8] = []
+        var subdirectories: [(end: Int, throughLink: Bool, inode: UInt64)] = []
         let follows = subscription.followsLinks
         do {
             try Snapshot.readNames(directory: fd, system: table.system) { name, inode, kind in
-                let name = Array(name)
-                listing.append((name, inode, kind == .directory))
+                listing.append((Array(name), inode, kind == .directory))
                 let isLink = follows && kind == .symbolicLink
                 guard kind == .directory || isLink else { return }
-                let childPath = path.appending(bytes: name[...])
-                if let exclusions = subscription.exclusions, exclusions.excludes(childPath, under: subscription.root) {
+                if let exclusions = subscription.exclusions,
+                    exclusions.excludes(path.appending(bytes: name), under: subscription.root)
+                {
                     return
                 }
-                subdirectories.append((name, childPath, isLink, isLink ? 0 : inode))
+                names += name
+                subdirectories.append((names.count, isLink, isLink ? 0 : inode))
             }
         } catch {
             result.failure = error
@@ -194,7 +206,11 @@ extension Router {
         }
         result.known = KnownDirectory(listing: listing, listedAfter: begun, at: services.wallClock())
         result.listedAfter = begun
-        result.subdirectories = subdirectories
+        var start = 0
+        result.subdirectories = subdirectories.map { subdirectory in
+            defer { start = subdirectory.end }
+            return (names[start..<subdirectory.end], subdirectory.throughLink, subdirectory.inode)
+        }
         if reporting { result.entries = listing.map { ($0.name, $0.isDirectory) } }
     }
 
@@ -216,19 +232,20 @@ extension Router {
                 // Removed since it was listed, or an ancestor renamed (or exchanged with a file,
                 // ENOTDIR): then the rename's event is still to come, and the directory is tried
                 // again at its new path after it.
-                tree.unreached.append((step.parent, step.name, reporting, foundByRescan))
+                tree.unreached.append((step.parent, Array(step.name), reporting, foundByRescan))
             }
             if failure.errno == EACCES || failure.errno == EPERM {
                 // Tried again when its attributes change; still refused, it was said already.
-                step.parent.refused.insert(step.name)
+                step.parent.refused.insert(Array(step.name))
                 if step.retrying { return nil }
             }
-            treeFailed(failure, at: step.path, for: subscription)
+            treeFailed(failure, at: result.path ?? step.path, for: subscription)
             return nil
         }
-        if !step.parent.refused.isEmpty { step.parent.refused.remove(step.name) }
+        if !step.parent.refused.isEmpty { step.parent.refused.remove(Array(step.name)) }
+        let path = result.path ?? step.path
         if let existing = tree.node(result.wd) {
-            table.insert(subscription, wd: result.wd, directory: step.path, mask: subscription.mask, node: existing)
+            table.insert(subscription, wd: result.wd, directory: path, mask: subscription.mask, node: existing)
             if !step.throughLink, !existing.isRoot, !step.parent.isInside(existing) {
                 // What its old name holds now is another entry, found as such when the old
                 // parent is listed (a directory exchanged across directories while the events
@@ -256,9 +273,9 @@ extension Router {
         // Brought by an event, its parent knows it by name alone: by its inode from now on, with
         // the listing's birth bound (removed while events are lost, its number may be reused).
         if step.inode == 0, let begun = result.listedAfter {
-            known[step.parent.wd]?.vouch(step.name[...], directoryInode: result.inode, bornBy: begun.justBefore)
+            known[step.parent.wd]?.vouch(step.name, directoryInode: result.inode, bornBy: begun.justBefore)
         }
-        table.insert(subscription, wd: result.wd, directory: step.path, mask: subscription.mask, node: node)
+        table.insert(subscription, wd: result.wd, directory: path, mask: subscription.mask, node: node)
         return node
     }
 
@@ -346,7 +363,7 @@ extension Router {
             }
         }
         return result.subdirectories.map {
-            WalkStep(parent: node, name: $0.name, path: $0.path, throughLink: $0.throughLink, inode: $0.inode)
+            WalkStep(parent: node, name: $0.name, parentPath: path, throughLink: $0.throughLink, inode: $0.inode)
         }
     }
 }

@@ -31,7 +31,7 @@ final class WatchedTree {
     var unlisted: [TreeNode] = []
 
     init(rootPath: FileSystemPath, wd: Int32) {
-        root = TreeNode(wd: wd, name: [], parent: nil, rootPath: rootPath, renames: renames)
+        root = TreeNode(wd: wd, name: [][...], parent: nil, rootPath: rootPath, renames: renames)
         nodes[wd] = root
     }
 
@@ -72,18 +72,29 @@ final class WatchedTree {
     /// Adds the directory `name` of `parent`, watched as `wd`.
     @discardableResult
     func add(_ name: [UInt8], of parent: TreeNode, wd: Int32) -> TreeNode {
+        add(name[...], of: parent, wd: wd)
+    }
+
+    /// Adds the directory `name` of `parent`, watched as `wd`.
+    @discardableResult
+    func add(_ name: ArraySlice<UInt8>, of parent: TreeNode, wd: Int32) -> TreeNode {
         let node = TreeNode(wd: wd, name: name, parent: parent, rootPath: nil, renames: renames)
-        parent.children[name[...]] = node
+        parent.children[name] = node
         nodes[wd] = node
         return node
     }
 
     /// Moves `node` to be `name` in `parent` (a rename inside the tree).
     func move(_ node: TreeNode, to name: [UInt8], in parent: TreeNode) {
+        move(node, to: name[...], in: parent)
+    }
+
+    /// Moves `node` to be `name` in `parent` (a rename inside the tree).
+    func move(_ node: TreeNode, to name: ArraySlice<UInt8>, in parent: TreeNode) {
         if let old = node.parent, old.children[sameNameAs: node] === node { old.children[sameNameAs: node] = nil }
         node.setName(name)
         node.parent = parent
-        parent.children[name[...]] = node
+        parent.children[name] = node
         renames.count += 1
         // A node keeps the lower half of the epoch it cached its path under: at each wrap every
         // cached path is forgotten, so a stale one never matches.
@@ -210,11 +221,11 @@ final class TreeNode {
         return meta & Meta.long == 0 || rare!.longName == other.rare!.longName
     }
 
-    fileprivate func setName(_ name: [UInt8]) {
+    fileprivate func setName(_ name: ArraySlice<UInt8>) {
         let flags = meta & (Meta.root | Meta.contentsOwed)
         (nameHead, nameTail) = (0, 0)
         if name.count > Self.mostInline {
-            rareMade().longName = name
+            rareMade().longName = Array(name)
             meta = flags | Meta.long
             return
         }
@@ -235,7 +246,7 @@ final class TreeNode {
     }
 
     fileprivate init(
-        wd: Int32, name: [UInt8], parent: TreeNode?, rootPath: FileSystemPath?, renames: RenameCount
+        wd: Int32, name: ArraySlice<UInt8>, parent: TreeNode?, rootPath: FileSystemPath?, renames: RenameCount
     ) {
         self.wd = wd
         self.parent = parent
