@@ -91,7 +91,7 @@ final class WatchedTree {
 
     /// Moves `node` to be `name` in `parent` (a rename inside the tree).
     func move(_ node: TreeNode, to name: ArraySlice<UInt8>, in parent: TreeNode) {
-        if let old = node.parent, old.children[sameNameAs: node] === node { old.children[sameNameAs: node] = nil }
+        node.parent?.children.remove(node)
         node.setName(name)
         node.parent = parent
         parent.children[name] = node
@@ -105,9 +105,7 @@ final class WatchedTree {
 
     /// Removes `node` and everything below it; returns their descriptors, `node`'s first.
     func remove(_ node: TreeNode) -> [Int32] {
-        if let parent = node.parent, parent.children[sameNameAs: node] === node {
-            parent.children[sameNameAs: node] = nil
-        }
+        node.parent?.children.remove(node)
         var removed: [Int32] = []
         var stack = [node]
         while let next = stack.popLast() {
@@ -212,13 +210,6 @@ final class TreeNode {
             if offset < 8 { head |= UInt64(byte) << (offset * 8) } else { tail |= UInt64(byte) << ((offset - 8) * 8) }
         }
         return head == nameHead && tail == nameTail & 0x00FF_FFFF_FFFF_FFFF
-    }
-
-    /// Whether its name is `other`'s.
-    func hasSameName(as other: TreeNode) -> Bool {
-        let kept: UInt64 = 0x1FFF_FFFF_FFFF_FFFF  // the name's bytes, its length and where it is
-        guard nameHead == other.nameHead, (nameTail ^ other.nameTail) & kept == 0 else { return false }
-        return meta & Meta.long == 0 || rare!.longName == other.rare!.longName
     }
 
     fileprivate func setName(_ name: ArraySlice<UInt8>) {
@@ -402,28 +393,17 @@ struct TreeChildren: Sequence {
         }
     }
 
-    /// The subdirectory with `node`'s name (`node` itself, or another since); setting replaces
-    /// it, or removes it (nil). The name is compared where the node keeps it: no array is made.
-    subscript(sameNameAs node: TreeNode) -> TreeNode? {
-        get {
-            switch storage {
-            case .few(let nodes): nodes.first { $0.hasSameName(as: node) }
-            case .many(let byName): byName.nodes[node.name]
-            }
-        }
-        set {
-            switch storage {
-            case .few(var nodes):
-                storage = .few([])  // keeps the array unique: changed in place, not copied
-                if let index = nodes.firstIndex(where: { $0.hasSameName(as: node) }) {
-                    if let newValue { nodes[index] = newValue } else { nodes.remove(at: index) }
-                } else if let newValue {
-                    nodes.append(newValue)
-                }
-                storage = .few(nodes)
-            case .many:
-                self[node.name[...]] = newValue
-            }
+    /// Removes `node` from among them, if it is there.
+    mutating func remove(_ node: TreeNode) {
+        switch storage {
+        case .few(var nodes):
+            guard let index = nodes.firstIndex(where: { $0 === node }) else { return }
+            storage = .few([])  // keeps the array unique: changed in place, not copied
+            nodes.remove(at: index)
+            storage = .few(nodes)
+        case .many:
+            let name = node.name[...]
+            if self[name] === node { self[name] = nil }
         }
     }
 

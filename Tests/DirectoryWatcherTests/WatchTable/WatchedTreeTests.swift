@@ -60,7 +60,6 @@ final class WatchedTreeTests: XCTestCase {
             XCTAssertTrue(tree.root.child(name[...]) === node)
             XCTAssertEqual(node.path, FileSystemPath(bytes: Array("/t/".utf8) + name))
             for other in made where other !== node {
-                XCTAssertFalse(node.hasSameName(as: other), "\(node.name) and \(other.name)")
                 XCTAssertFalse(node.hasName(other.name[...]))
             }
             XCTAssertFalse(node.hasName(name.dropLast()), "a prefix is another name")
