@@ -261,20 +261,26 @@ final class KnownDirectory {
         let bornBy = start.justBefore
         var stillLacking = false
         defer { lacksInodes = stillLacking }
+        // The table is the listing's alone while it runs: each name is then looked up and
+        // updated in place, with no retain of the table's storage for every name listed.
+        var table = NameTable<Known>()
+        swap(&table, &entries)
+        defer { swap(&table, &entries) }
         try list { name, inode in
-            guard let record = entries.record(forName: name),
-                case .unsure(var unsure) = entries[record: record],
-                unsure.inode == 0 || unsure.bornBy == .unvouched
-            else { return }
-            unsure.inode = inode
-            unsure.isListed = false
-            if unsure.since.isAfter(bornBy) {
-                unsure.bornBy = .unvouched
-                stillLacking = true
-            } else {
-                unsure.bornBy = bornBy
+            table.modifyValue(forName: name) { known in
+                guard case .unsure(var unsure) = known, unsure.inode == 0 || unsure.bornBy == .unvouched else {
+                    return
+                }
+                unsure.inode = inode
+                unsure.isListed = false
+                if unsure.since.isAfter(bornBy) {
+                    unsure.bornBy = .unvouched
+                    stillLacking = true
+                } else {
+                    unsure.bornBy = bornBy
+                }
+                known = .unsure(unsure)
             }
-            entries[record: record] = .unsure(unsure)
         }
     }
 

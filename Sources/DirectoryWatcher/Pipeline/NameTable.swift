@@ -98,6 +98,13 @@ struct NameTable<Value> {
         _modify { yield &records[number].value }
     }
 
+    /// Changes the value of `name` in place, when the name is there: one lookup, and no copy of
+    /// the value out and back (a listing of thousands of names updates each of them).
+    mutating func modifyValue(forName name: ArraySlice<UInt8>, _ body: (inout Value) -> Void) {
+        guard let number = find(name, hash: NameHash.of(name)).record else { return }
+        body(&records[number].value)
+    }
+
     /// Sets the value for `name`, returning the value it replaced, if any.
     @discardableResult
     mutating func updateValue(_ value: Value, forName name: ArraySlice<UInt8>) -> Value? {
