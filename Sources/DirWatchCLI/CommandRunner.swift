@@ -298,9 +298,9 @@ private func withCStrings<Result>(
 
 /// Writes every byte, retrying on EINTR and short writes. False on any other error (EPIPE).
 @discardableResult
-func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
+func writeAll(_ fd: Int32, _ bytes: [UInt8], from start: Int = 0) -> Bool {
     bytes.withUnsafeBytes { buffer in
-        var offset = 0
+        var offset = start
         while offset < buffer.count {
             let written = write(fd, buffer.baseAddress! + offset, buffer.count - offset)
             if written < 0 {

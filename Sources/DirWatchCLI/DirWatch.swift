@@ -105,7 +105,9 @@ private final class Session: DirectoryWatcherDelegate, @unchecked Sendable {
 
     private let options: Options
     private let color: Bool
-    private var runner: CommandRunner?
+    /// Set in `start()` before the first watcher exists, read only after: the runtime's
+    /// exclusivity check on every batch would only cost time.
+    @exclusivity(unchecked) private var runner: CommandRunner?
     private var watchers: [DirectoryWatcher] = []
     /// With `--state` into a pipe: each batch is read by the reader before the next is taken.
     private let pipeReading: PipeReading?
@@ -118,8 +120,10 @@ private final class Session: DirectoryWatcherDelegate, @unchecked Sendable {
 
     private struct Output {
         var stopping = false
-        /// Each batch's lines, formatted into the last batch's storage (no allocation a batch).
+        /// Each batch's lines, formatted after the last batches' (no allocation a batch).
         var lines: [UInt8] = []
+        /// Once `lines` holds this many bytes, the next batch empties it first.
+        static let keptBytes = 8 * 1024
     }
     /// A SIGINT or SIGTERM has come. Not under `state`'s lock: a write blocked on a reader that
     /// stopped reading holds it, and a second signal must still end dirwatch.
@@ -266,7 +270,11 @@ private final class Session: DirectoryWatcherDelegate, @unchecked Sendable {
         let written = output.withLock { output -> (written: Bool, any: Bool)? in
             if output.stopping { return nil }
             guard runner == nil, !changes.isEmpty else { return (true, false) }
-            output.lines.removeAll(keepingCapacity: true)
+            // This batch's lines go after the last batches', in the same storage, until it holds
+            // a few kilobytes: emptying it is the standard library's general range replacement,
+            // which cost as much for each batch as formatting a line.
+            if output.lines.count >= Output.keptBytes { output.lines.removeAll(keepingCapacity: true) }
+            let start = output.lines.count
             for change in changes {
                 if options.json {
                     ChangeFormat.json(change, into: &output.lines)
@@ -275,7 +283,7 @@ private final class Session: DirectoryWatcherDelegate, @unchecked Sendable {
                 }
             }
             // One write per batch: the batch is flushed at once, and a closed stdout ends us quietly.
-            let written = writeAll(STDOUT_FILENO, output.lines)
+            let written = writeAll(STDOUT_FILENO, output.lines, from: start)
             // A rescan's batch of many thousand lines is not kept for ever.
             if output.lines.capacity > 1 << 20 { output.lines = [] }
             return (written, true)

@@ -72,21 +72,22 @@ public final class EventLoop: @unchecked Sendable {
     let router: Router
     @exclusivity(unchecked) var ready: [Mailbox] = []
     @exclusivity(unchecked) var readyHead = 0
-    private var queueDrained = true
+    // Leader only, read at every wake-up: the runtime's exclusivity checks would only cost time.
+    @exclusivity(unchecked) private var queueDrained = true
     /// The fanotify group, opened when the first tree uses it (``Router/subscribeMarked(_:)``);
     /// -1 until then. Leader only.
-    private var fanotifyFD: Int32 = -1
-    private var fanotifyDrained = true
+    @exclusivity(unchecked) private var fanotifyFD: Int32 = -1
+    @exclusivity(unchecked) private var fanotifyDrained = true
     /// How many events the group's queue holds (`fs.fanotify.max_queued_events`), read when it opens.
     private var fanotifyQueueCapacity = 16_384
     /// `/proc/self/mountinfo`, polled for the mount table's changes while a tree follows them
     /// (``Router/followMounts(_:from:)``); -1 otherwise. Leader only.
-    private var mountTableFD: Int32 = -1
-    var running = true
+    @exclusivity(unchecked) private var mountTableFD: Int32 = -1
+    @exclusivity(unchecked) var running = true
     /// While true, the inotify descriptor is out of the epoll set and not read: the kernel's
     /// queue fills as it does behind a slow reader (``holdReading(_:)``, the test kit's way to
     /// overflow it on disk). Leader only.
-    private var readingHeld = false
+    @exclusivity(unchecked) private var readingHeld = false
     private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: EventLoop.readBufferSize, alignment: 16)
     /// A read's copy, which its events' names are slices of, and its events: kept from read to
     /// read, so that a read allocates neither (``InotifyEventParser/parse(_:copyingInto:appendingTo:)``).
