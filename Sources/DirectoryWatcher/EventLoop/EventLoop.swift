@@ -160,6 +160,9 @@ public final class EventLoop: @unchecked Sendable {
         router.services.visitEntries = { path, visit throws(SyscallError) in
             try Snapshot.visitEntriesOnEveryCore(path, system: system, visit)
         }
+        router.services.readInodes = { path, names, visit throws(SyscallError) in
+            try Snapshot.readInodes(of: names, in: path, system: system, visit)
+        }
         fanotify.open = { [unowned self] () throws(SyscallError) -> Int32 in
             let fd = try system.fanotifyInit()
             do throws(SyscallError) {

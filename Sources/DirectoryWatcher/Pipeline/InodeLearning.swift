@@ -1,6 +1,7 @@
 /// When the router lists the names of the kept directories whose entries' inodes it lacks (an
 /// entry an event created: the event gives no inode), so that a rescan can follow such a file to
-/// a new name. Pure, with the loop's monotonic clock passed in; loop thread only.
+/// a new name; or, when those are a few among many entries, reads a status for each of them
+/// (``Router/entriesPerStatus``). Pure, with the loop's monotonic clock passed in; loop thread only.
 ///
 /// Not at once, and not at a barrier: a listing costs as much as the directory is large. Once
 /// the loop has been idle for ``idle``, or, under a steady stream of events, ``latest`` after the

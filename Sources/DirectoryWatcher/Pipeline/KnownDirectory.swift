@@ -242,6 +242,23 @@ final class KnownDirectory {
         }
     }
 
+    /// The names whose inodes are not on record (those ``learnInodes(listedAfter:from:)`` would
+    /// take from a listing), when there are at most `limit` of them; nil when there are more.
+    func namesLackingInodes(atMost limit: Int) -> [[UInt8]]? {
+        var names: [[UInt8]] = []
+        var tooMany = false
+        entries.forEach { name, known in
+            guard !tooMany, case .unsure(let unsure) = known, unsure.inode == 0 || unsure.bornBy == .unvouched
+            else { return }
+            if names.count == limit {
+                tooMany = true
+            } else {
+                names.append(Array(name))
+            }
+        }
+        return tooMany ? nil : names
+    }
+
     /// Records the inodes a listing of the directory's names gave (`getdents64`, no status per
     /// entry), for the entries that had none. `start` is the birth clock
     /// (``System/coarseWallClockNow()``) read before the listing began: a file born later is

@@ -29,12 +29,23 @@ extension Router {
             guard directory.lacksInodes,
                 let first = table.watches(wd).first(where: { !$0.subscriber.loop.isEnded })
             else { continue }
-            let listNames = services.listNames
             do {
-                try directory.learnInodes(listedAfter: start) { visit throws(SyscallError) in
-                    try listNames(first.directory) { name, inode, _ in visit(name, inode) }
+                // A few names among many (files made one by one in a large directory): a status
+                // each costs about what a listing pays for three entries, and a listing reads
+                // them all (Docs/benchmarks.md).
+                if let readInodes = services.readInodes,
+                    let names = directory.namesLackingInodes(atMost: directory.entries.count / Self.entriesPerStatus)
+                {
+                    try directory.learnInodes(listedAfter: start) { visit throws(SyscallError) in
+                        try readInodes(first.directory, names, visit)
+                    }
+                } else {
+                    let listNames = services.listNames
+                    try directory.learnInodes(listedAfter: start) { visit throws(SyscallError) in
+                        try listNames(first.directory) { name, inode, _ in visit(name, inode) }
+                    }
+                    expectListingEcho(wd)
                 }
-                expectListingEcho(wd)
             } catch {
                 continue  // gone or unreadable: its own events, or the next rescan, will say
             }
@@ -47,6 +58,10 @@ extension Router {
         let took = (end.seconds - began.seconds) * 1_000_000_000 + Int64(end.nanoseconds) - Int64(began.nanoseconds)
         learning.listed(stillDue: due, took: UInt64(clamping: took), at: now)
     }
+
+    /// Below one name lacking its inode in this many entries, the names are read one by one
+    /// rather than the directory listed.
+    static let entriesPerStatus = 4
 
     /// Lists a watched directory, expecting the echo of its own reading.
     func list(_ directory: FileSystemPath, wd: Int32) -> Snapshot? {

@@ -14,6 +14,10 @@ struct RouterServices {
     var visitEntries: ((FileSystemPath, (ArraySlice<UInt8>, EntryStatus) -> Void) throws(SyscallError) -> Void)?
     /// Lists a directory's names, for their inodes.
     var listNames: NameLister
+    /// Reads the inodes of a few names of a directory, one status each (``Snapshot/readInodes(of:in:system:_:)``),
+    /// calling the given function with each name found. Nil: the router lists the directory instead.
+    var readInodes: ((FileSystemPath, [[UInt8]], (ArraySlice<UInt8>, UInt64) -> Void) throws(SyscallError) -> Void)? =
+        nil
     /// Whether a directory still lists as a snapshot of it says (``Snapshot/isUnchanged(_:since:system:)``).
     var isUnchanged: (FileSystemPath, Snapshot) throws(SyscallError) -> Bool
     /// The wall clock, read once per read for kept snapshots.

@@ -252,6 +252,20 @@ struct Snapshot: Equatable, Sendable {
         }
     }
 
+    /// The inodes of `names` in the directory at `path`, one status each (`statx` on an `O_PATH`
+    /// reference to the directory, whose opening no watcher of it sees): `body` sees each name
+    /// found, with its inode; a name gone meanwhile is left out, as a listing would leave it.
+    static func readInodes(
+        of names: [[UInt8]], in path: FileSystemPath, system: System, _ body: (ArraySlice<UInt8>, UInt64) -> Void
+    ) throws(SyscallError) {
+        let fd = try system.openDirectoryReference(path, followingLinks: true)
+        defer { system.close(fd) }
+        for name in names {
+            guard let status = try system.entryStatus(in: fd, name: name) else { continue }
+            body(name[...], status.inode)
+        }
+    }
+
     // MARK: - Differences
 
     /// The changes that turn `old` into `new`, for the directory at `directory`, in an order

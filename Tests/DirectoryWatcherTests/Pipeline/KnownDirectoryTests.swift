@@ -61,6 +61,23 @@ final class KnownDirectoryTests: XCTestCase {
         XCTAssertEqual(summary(directory.differences(to: now)), ["renamed a -> b", "modified b"])
     }
 
+    func testTheNamesLackingInodesAreTheCreatedOnesUpToALimit() {
+        let directory = KnownDirectory(snapshot(["listed": file(inode: 7, born: 50)]))
+        for name in ["a", "b", "c"] { _ = directory.apply(event(EventMask.create, name), at: time(100)) }
+        XCTAssertEqual(
+            directory.namesLackingInodes(atMost: 3).map { Set($0) },
+            [Array("a".utf8), Array("b".utf8), Array("c".utf8)])
+        XCTAssertNil(directory.namesLackingInodes(atMost: 2), "more than the limit")
+        // Learnt: none lacks any more, unless born in the tick the reading began.
+        learn(directory, [("a", 1), ("b", 2)], listedAfter: time(101))
+        XCTAssertEqual(directory.namesLackingInodes(atMost: 3), [Array("c".utf8)], "c was not found")
+        _ = directory.apply(event(EventMask.create, "d"), at: time(102))
+        learn(directory, [("d", 4)], listedAfter: time(102))
+        XCTAssertEqual(
+            directory.namesLackingInodes(atMost: 3).map { Set($0) }, [Array("c".utf8), Array("d".utf8)],
+            "d may have been born in the tick the reading began: read again")
+    }
+
     func testWithoutItsInodeARenamedFileIsARemovalAndACreation() {
         let directory = KnownDirectory(Snapshot())
         _ = directory.apply(event(EventMask.create, "a"), at: time(100))

@@ -158,6 +158,29 @@ class RescanTests: WatchedDirectoryTestCase {
         XCTAssertFalse(changes.contains { $0.kind == .removed }, "nothing was removed")
     }
 
+    func testAFewFilesCreatedInALargeDirectoryAreFollowedToTheirNewNamesAfterAnOverflow() throws {
+        // Few names lacking their inodes among many listed: the idle moment reads a status for
+        // each of them (Router.entriesPerStatus) instead of listing the directory again.
+        for index in 0..<200 { directory.touch("old-\(index)") }
+        try watchDirectory()
+        for index in 0..<5 { directory.touch("new-\(index)") }
+        waitForDelivery(watcher)
+        Self.waitForTheBirthClockToTick()
+        watcher.learnInodesNow()
+        let changes = try changes(afterAnOverflowHid: {
+            for index in 0..<5 { rename(directory.url("new-\(index)"), directory.url("moved-\(index)")) }
+        })
+        for index in 0..<5 {
+            XCTAssertTrue(
+                changes.contains {
+                    $0.kind == .renamed && $0.path == FileSystemPath(directory.url("moved-\(index)"))
+                        && $0.oldPath == FileSystemPath(directory.url("new-\(index)")) && $0.foundByRescan
+                }, "new-\(index) -> moved-\(index)")
+        }
+        XCTAssertFalse(changes.contains { $0.kind == .removed }, "nothing was removed")
+        XCTAssertFalse(changes.contains { $0.path.description.contains("/old-") }, "the files listed did not change")
+    }
+
     func testWithoutSnapshotsAnOverflowIsANoticeOnly() throws {
         try watchDirectory(options: .init(recovery: .notice))
         let changes = try changes(afterAnOverflowHid: {
