@@ -31,9 +31,14 @@ enum InotifyEventParser {
     static func parse(
         _ bytes: UnsafeRawBufferPointer, copyingInto storage: inout [UInt8], appendingTo events: inout [BackendEvent]
     ) -> Int {
-        storage.removeAll(keepingCapacity: true)
-        storage.append(contentsOf: bytes)
-        events.reserveCapacity(events.count + recordCount(bytes))
+        // One call where emptying and appending were two, each through the standard library's
+        // general code.
+        storage.replaceSubrange(storage.startIndex..<storage.endIndex, with: bytes)
+        // A record takes at least a header: room for that many needs no count of them first
+        // (the loop's array keeps its capacity from read to read).
+        if events.capacity - events.count < bytes.count / headerSize {
+            events.reserveCapacity(events.count + recordCount(bytes))
+        }
         var offset = 0
         while bytes.count - offset >= headerSize {
             let wd = bytes.loadUnaligned(fromByteOffset: offset, as: Int32.self)
