@@ -29,24 +29,7 @@ extension Router {
             guard directory.lacksInodes,
                 let first = table.watches(wd).first(where: { !$0.subscriber.loop.isEnded })
             else { continue }
-            do {
-                // A few names among many (files made one by one in a large directory): a status
-                // each costs about what a listing pays for three entries, and a listing reads
-                // them all (Docs/benchmarks.md).
-                if let readInodes = services.readInodes,
-                    let names = directory.namesLackingInodes(atMost: directory.entries.count / Self.entriesPerStatus)
-                {
-                    try directory.learnInodes(listedAfter: start) { visit throws(SyscallError) in
-                        try readInodes(first.directory, names, visit)
-                    }
-                } else {
-                    let listNames = services.listNames
-                    try directory.learnInodes(listedAfter: start) { visit throws(SyscallError) in
-                        try listNames(first.directory) { name, inode, _ in visit(name, inode) }
-                    }
-                    expectListingEcho(wd)
-                }
-            } catch {
+            guard learnInodes(of: directory, at: first.directory, wd: wd, listedAfter: start) else {
                 continue  // gone or unreadable: its own events, or the next rescan, will say
             }
             if directory.lacksInodes {
@@ -62,6 +45,38 @@ extension Router {
     /// Below one name lacking its inode in this many entries, the names are read one by one
     /// rather than the directory listed.
     static let entriesPerStatus = 4
+
+    /// Learns the inodes `directory` (at `path`, watched as `wd`) lacks; false when it could not
+    /// be read. A few names among many (files made one by one in a large directory) are read a
+    /// status each, which costs about what a listing pays for three entries, where a listing
+    /// reads them all (Docs/benchmarks.md); otherwise, or should a status fail where a listing
+    /// may not (a directory that can be read but not searched), the names are listed.
+    private func learnInodes(
+        of directory: KnownDirectory, at path: FileSystemPath, wd: Int32, listedAfter start: Snapshot.Time
+    ) -> Bool {
+        if let readInodes = services.readInodes,
+            let names = directory.namesLackingInodes(atMost: directory.entries.count / Self.entriesPerStatus)
+        {
+            do {
+                try directory.learnInodes(listedAfter: start) { visit throws(SyscallError) in
+                    try readInodes(path, names, visit)
+                }
+                return true
+            } catch {
+                // Listed instead, below.
+            }
+        }
+        let listNames = services.listNames
+        do {
+            try directory.learnInodes(listedAfter: start) { visit throws(SyscallError) in
+                try listNames(path) { name, inode, _ in visit(name, inode) }
+            }
+        } catch {
+            return false
+        }
+        expectListingEcho(wd)
+        return true
+    }
 
     /// Lists a watched directory, expecting the echo of its own reading.
     func list(_ directory: FileSystemPath, wd: Int32) -> Snapshot? {

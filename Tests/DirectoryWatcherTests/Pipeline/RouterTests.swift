@@ -303,6 +303,48 @@ final class RouterTests: XCTestCase {
         XCTAssertEqual(namesListed, ["/d", "/d"], "idle: listed")
     }
 
+    func testAFewNewNamesAmongManyHaveTheirInodesReadOneByOneAndAFailedReadIsListedInstead() throws {
+        // Files born long before the names are read: each inode learnt is vouched for.
+        router.services.wallClock = { Snapshot.Time(seconds: 100, nanoseconds: 0) }
+        router.services.birthClock = { Snapshot.Time(seconds: 200, nanoseconds: 0) }
+        var statused: [[String]] = []
+        var statusFails = false
+        router.services.readInodes = { (_, names, visit) throws(SyscallError) in
+            statused.append(names.map { String(decoding: $0, as: UTF8.self) })
+            if statusFails { throw SyscallError(function: "statx", errno: EACCES) }
+            for name in names { visit(name[...], 100) }
+        }
+        var onDisk: [String] = []
+        router.services.listNames = { [unowned self] (path, visit) throws(SyscallError) in
+            namesListed.append(path.description)
+            for name in onDisk { visit(Array(name.utf8)[...], 200, .file) }
+        }
+        var listedEntries: [[UInt8]: Snapshot.Entry] = [:]
+        for index in 0..<8 { listedEntries[Array("old-\(index)".utf8)] = entry(inode: UInt64(index + 1)) }
+        listings["/d"] = .success(Snapshot(entries: listedEntries))
+        _ = try subscribe("/d", keepsSnapshot: true)
+        func create(_ names: [String], at now: UInt64) {
+            onDisk += names
+            read(names.map { BackendEvent(wd: wd("/d"), mask: EventMask.create, name: Array($0.utf8)) }, now: now)
+            read([], now: now + InodeLearning.idle)
+        }
+        // One name lacking among nine entries: its status is read, the directory is not listed.
+        create(["a"], at: 0)
+        XCTAssertEqual(statused, [["a"]])
+        XCTAssertEqual(namesListed, [])
+        // Four among thirteen, over a quarter: listed.
+        create(["b", "c", "d", "e"], at: InodeLearning.latest * 2)
+        XCTAssertEqual(statused, [["a"]])
+        XCTAssertEqual(namesListed, ["/d"])
+        // One among fourteen whose status cannot be read (a directory read but not searched):
+        // listed after all.
+        statusFails = true
+        create(["f"], at: InodeLearning.latest * 4)
+        XCTAssertEqual(statused, [["a"], ["f"]])
+        XCTAssertEqual(namesListed, ["/d", "/d"])
+        XCTAssertNil(router.deadline, "every inode learnt: nothing more is due")
+    }
+
     func testABarrierCompletesWhenItsEventIsReadAfterTheChangesBeforeIt() throws {
         let (d, recorder) = try subscribe("/d")
         let order = LockedValue<[String]>([])
