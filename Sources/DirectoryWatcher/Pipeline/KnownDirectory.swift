@@ -248,7 +248,7 @@ final class KnownDirectory {
         var names: [[UInt8]] = []
         var tooMany = false
         entries.forEach { name, known in
-            guard !tooMany, case .unsure(let unsure) = known, unsure.inode == 0 || unsure.bornBy == .unvouched
+            guard !tooMany, case .unsure(let unsure) = known, !unsure.isFollowedByInode
             else { return }
             if names.count == limit {
                 tooMany = true
@@ -285,7 +285,7 @@ final class KnownDirectory {
         defer { swap(&table, &entries) }
         try list { name, inode in
             table.modifyValue(forName: name) { known in
-                guard case .unsure(var unsure) = known, unsure.inode == 0 || unsure.bornBy == .unvouched else {
+                guard case .unsure(var unsure) = known, !unsure.isFollowedByInode else {
                     return
                 }
                 unsure.inode = inode
