@@ -22,6 +22,8 @@
 #include <string.h>
 #include <stdlib.h>
 #include <unistd.h>
+#include <stdio.h>
+#include <linux/futex.h>
 
 int cdw_epoll_ctl(int epfd, int op, int fd, uint32_t events, uint64_t token) {
     struct epoll_event event = { .events = events, .data.u64 = token };
@@ -335,6 +337,93 @@ bool cdw_block_is_mapped(const void *block) {
 
 int cdw_pipe_hold_one_buffer(int fd) {
     return fcntl(fd, F_SETPIPE_SZ, (int)sysconf(_SC_PAGESIZE));
+}
+
+// MARK: - Lock (Drepper, "Futexes Are Tricky", mutex 3; a sequence-counter condition)
+
+static long futex(uint32_t *word, int op, uint32_t value, const struct timespec *timeout) {
+    return syscall(SYS_futex, word, op, value, timeout, NULL, 0);
+}
+
+__attribute__((noinline, cold)) static void lock_misused(const char *what) {
+    fprintf(stderr, "DirectoryWatcher: a lock was %s\n", what);
+    abort();
+}
+
+// Debug builds know each lock's holder, to stop at a thread locking what it holds (which would
+// otherwise sleep for ever) as an error-checking pthread mutex does. Release builds keep the
+// fast paths to their one atomic instruction, and still stop at an unlock of a free lock.
+#ifdef DEBUG
+static void lock_taken(cdw_lock *lock) {
+    __atomic_store_n(&lock->owner, (uintptr_t)pthread_self(), __ATOMIC_RELAXED);
+}
+static void lock_checked_before_sleep(cdw_lock *lock) {
+    // Only the holder can have stored its own identity: anyone else reads another's, or 0.
+    if (__atomic_load_n(&lock->owner, __ATOMIC_RELAXED) == (uintptr_t)pthread_self()) {
+        lock_misused("locked again by the thread that holds it");
+    }
+}
+static void lock_given_up(cdw_lock *lock) {
+    if (__atomic_load_n(&lock->owner, __ATOMIC_RELAXED) != (uintptr_t)pthread_self()) {
+        lock_misused("unlocked by a thread that does not hold it");
+    }
+    __atomic_store_n(&lock->owner, 0, __ATOMIC_RELAXED);
+}
+#else
+static inline void lock_taken(cdw_lock *lock) { (void)lock; }
+static inline void lock_checked_before_sleep(cdw_lock *lock) { (void)lock; }
+static inline void lock_given_up(cdw_lock *lock) { (void)lock; }
+#endif
+
+// Takes the lock once the fast path found it held (`seen`, 1 or 2): marks it contended, so that
+// its holder's release wakes a sleeper, and sleeps until an exchange finds it free.
+__attribute__((noinline)) static void lock_contended(cdw_lock *lock, uint32_t seen) {
+    lock_checked_before_sleep(lock);
+    if (seen != 2) seen = __atomic_exchange_n(&lock->state, 2, __ATOMIC_ACQUIRE);
+    while (seen != 0) {
+        futex(&lock->state, FUTEX_WAIT_PRIVATE, 2, NULL);
+        seen = __atomic_exchange_n(&lock->state, 2, __ATOMIC_ACQUIRE);
+    }
+    lock_taken(lock);
+}
+
+void cdw_lock_acquire(cdw_lock *lock) {
+    uint32_t seen = 0;
+    if (__builtin_expect(__atomic_compare_exchange_n(&lock->state, &seen, 1, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED), 1)) {
+        lock_taken(lock);
+        return;
+    }
+    lock_contended(lock, seen);
+}
+
+__attribute__((noinline)) static void lock_wake(cdw_lock *lock, uint32_t was) {
+    if (was == 0) lock_misused("unlocked while free");
+    futex(&lock->state, FUTEX_WAKE_PRIVATE, 1, NULL);
+}
+
+void cdw_lock_release(cdw_lock *lock) {
+    lock_given_up(lock);
+    uint32_t was = __atomic_exchange_n(&lock->state, 0, __ATOMIC_RELEASE);
+    if (__builtin_expect(was != 1, 0)) lock_wake(lock, was);
+}
+
+void cdw_lock_wait(cdw_lock *lock, int64_t timeout_ns) {
+    // Read under the lock: a broadcast after the release below changes it, and the kernel then
+    // refuses the sleep (its comparison and a wake are atomic with each other).
+    uint32_t sequence = __atomic_load_n(&lock->sequence, __ATOMIC_RELAXED);
+    lock->waiters += 1;
+    cdw_lock_release(lock);
+    struct timespec timeout = {(time_t)(timeout_ns / 1000000000), (long)(timeout_ns % 1000000000)};
+    futex(&lock->sequence, FUTEX_WAIT_PRIVATE, sequence, timeout_ns < 0 ? NULL : &timeout);
+    // Taken as contended: another waiter the same broadcast woke may be asleep on the lock.
+    lock_contended(lock, 1);
+    lock->waiters -= 1;
+}
+
+void cdw_lock_broadcast(cdw_lock *lock) {
+    if (lock->waiters == 0) return;
+    __atomic_fetch_add(&lock->sequence, 1, __ATOMIC_RELAXED);
+    futex(&lock->sequence, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL);
 }
 
 #endif // __linux__

@@ -316,27 +316,28 @@ private final class Session: DirectoryWatcherDelegate, @unchecked Sendable {
     }
 }
 
-/// A value behind a pthread mutex. Not `Synchronization.Mutex`: on Linux a contended `Mutex`
-/// is handed over by the kernel (priority-inheriting futexes), which ThreadSanitizer cannot see,
-/// so it reported a race between two accesses made under the lock (the main thread stopping on
-/// SIGTERM while the loop's thread wrote a batch). pthread's mutex it understands.
+/// A value behind a lock: the library's futex word (`cdw_lock`, an atomic instruction to lock and
+/// one to unlock when uncontended; a batch takes this lock once). Not `Synchronization.Mutex`: on
+/// Linux a contended `Mutex` is handed over by the kernel (priority-inheriting futexes), which
+/// ThreadSanitizer cannot see, so it reported a race between two accesses made under the lock
+/// (the main thread stopping on SIGTERM while the loop's thread wrote a batch). `cdw_lock` hands
+/// over through an atomic exchange in user space, which it sees.
 final class Guarded<Value>: @unchecked Sendable {
     private var value: Value
-    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    private let word = UnsafeMutablePointer<cdw_lock>.allocate(capacity: 1)
 
     init(_ value: Value) {
         self.value = value
-        pthread_mutex_init(mutex, nil)
+        word.initialize(to: cdw_lock())
     }
 
     deinit {
-        pthread_mutex_destroy(mutex)
-        mutex.deallocate()
+        word.deallocate()
     }
 
     func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
+        cdw_lock_acquire(word)
+        defer { cdw_lock_release(word) }
         return try body(&value)
     }
 }
