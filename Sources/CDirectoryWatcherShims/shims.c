@@ -30,6 +30,14 @@ int cdw_epoll_ctl(int epfd, int op, int fd, uint32_t events, uint64_t token) {
     return epoll_ctl(epfd, op, fd, &event);
 }
 
+ssize_t cdw_read(int fd, void *buffer, size_t count) {
+    return syscall(SYS_read, fd, buffer, count);
+}
+
+ssize_t cdw_write(int fd, const void *buffer, size_t count) {
+    return syscall(SYS_write, fd, buffer, count);
+}
+
 #ifdef SYS_epoll_pwait2
 static _Atomic int pwait2_missing;
 #endif
@@ -40,7 +48,7 @@ int cdw_epoll_wait(int epfd, uint64_t *tokens, uint32_t *events, int maxevents, 
     int count = -1;
     int waited = 0;
 #ifdef SYS_epoll_pwait2
-    if (timeout_ns > 0 && !pwait2_missing) {
+    if (timeout_ns >= 0 && !pwait2_missing) {
         struct timespec timeout = {(time_t)(timeout_ns / 1000000000), (long)(timeout_ns % 1000000000)};
         count = (int)syscall(SYS_epoll_pwait2, epfd, ready, maxevents, &timeout, NULL, 0);
         if (count < 0 && errno == ENOSYS) {
@@ -52,7 +60,9 @@ int cdw_epoll_wait(int epfd, uint64_t *tokens, uint32_t *events, int maxevents, 
 #endif
     if (!waited) {
         int timeout_ms = timeout_ns < 0 ? -1 : (timeout_ns > (int64_t)INT32_MAX * 1000000 ? INT32_MAX : (int)((timeout_ns + 999999) / 1000000));
-        count = epoll_wait(epfd, ready, maxevents, timeout_ms);
+        // (epoll_pwait with no signal mask is epoll_wait, on every architecture, and without
+        // glibc's cancellation bookkeeping: see cdw_read.)
+        count = (int)syscall(SYS_epoll_pwait, epfd, ready, maxevents, timeout_ms, NULL, 0);
     }
     for (int i = 0; i < count; i++) {
         tokens[i] = ready[i].data.u64;

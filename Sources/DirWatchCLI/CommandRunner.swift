@@ -302,7 +302,7 @@ func writeAll(_ fd: Int32, _ bytes: [UInt8], from start: Int = 0) -> Bool {
     bytes.withUnsafeBytes { buffer in
         var offset = start
         while offset < buffer.count {
-            let written = write(fd, buffer.baseAddress! + offset, buffer.count - offset)
+            let written = cdw_write(fd, buffer.baseAddress! + offset, buffer.count - offset)
             if written < 0 {
                 if errno == EINTR { continue }
                 return false

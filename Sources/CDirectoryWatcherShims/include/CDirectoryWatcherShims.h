@@ -26,6 +26,12 @@ int cdw_epoll_ctl(int epfd, int op, int fd, uint32_t events, uint64_t token);
 /// timeout rounded up to a millisecond.
 int cdw_epoll_wait(int epfd, uint64_t *tokens, uint32_t *events, int maxevents, int64_t timeout_ns);
 
+/// read(2) and write(2) as bare system calls. glibc's wrappers are cancellation points, and
+/// enable and disable cancellation around each call, which costs more than the call's own entry;
+/// the library never cancels a thread, and a wake-up makes a read and a write.
+ssize_t cdw_read(int fd, void *buffer, size_t count);
+ssize_t cdw_write(int fd, const void *buffer, size_t count);
+
 /// Asks the processor to bring the cache line at `address` in, for a read soon; no effect on
 /// what the program computes (no fault, whatever the address). Inline, so Swift compiles it in
 /// place: the router asks for each event's slot of its directory's table before it routes the

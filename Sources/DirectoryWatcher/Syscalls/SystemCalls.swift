@@ -74,7 +74,7 @@ public struct SystemCalls: Sendable {
         epollWait: { cdw_epoll_wait($0, $1, $2, $3, $4) },
         eventfd: { CDirectoryWatcherShims.eventfd($0, $1) },
         memfdCreate: { cdw_memfd_create($0) },
-        read: { Glibc.read($0, $1, $2) },
+        read: { cdw_read($0, $1, $2) },
         write: { Glibc.write($0, $1, $2) },
         futimens: { Glibc.futimens($0, $1) },
         close: { Glibc.close($0) },
