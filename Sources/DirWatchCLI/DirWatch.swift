@@ -323,7 +323,8 @@ private final class Session: DirectoryWatcherDelegate, @unchecked Sendable {
 /// (the main thread stopping on SIGTERM while the loop's thread wrote a batch). `cdw_lock` hands
 /// over through an atomic exchange in user space, which it sees.
 final class Guarded<Value>: @unchecked Sendable {
-    private var value: Value
+    /// Under the lock, so the runtime's exclusivity check of each access would only cost time.
+    @exclusivity(unchecked) private var value: Value
     private let word = UnsafeMutablePointer<cdw_lock>.allocate(capacity: 1)
 
     init(_ value: Value) {

@@ -17,11 +17,13 @@ final class TaskInbox: @unchecked Sendable {
     let wakeFD: Int32
     private let system: System
 
-    // Any thread, under `lock`. (A pthread mutex rather than `Synchronization.Mutex`, whose
-    // futex calls ThreadSanitizer cannot see.)
+    // Any thread, under `lock` (``Lock``, whose hand-overs ThreadSanitizer sees, unlike
+    // `Synchronization.Mutex`'s). The runtime's exclusivity checks would only cost time: the
+    // optimizer hoists the one for `tasks` out of the loop over a wake-up's descriptors, so every
+    // wake-up paid it, tasks or not.
     private let lock = Lock()
-    private var tasks: [Task] = []
-    private var life = Life.open
+    @exclusivity(unchecked) private var tasks: [Task] = []
+    @exclusivity(unchecked) private var life = Life.open
     /// Opens once the leader has closed everything.
     private let exited = Latch()
 
