@@ -39,8 +39,10 @@ struct MovePairing {
     /// When the oldest waiting `MOVED_FROM` gives up; nil when none waits.
     var deadline: UInt64? {
         // Deadlines grow in push order, so the first waiting slot has the earliest.
-        for slot in held[head...] {
-            if case .waiting(_, let deadline) = slot { return deadline }
+        // By index: a slice of `held` would be a retain and a release of its storage at every
+        // wake-up, nothing held as a rule.
+        for index in head..<held.count {
+            if case .waiting(_, let deadline) = held[index] { return deadline }
         }
         return nil
     }

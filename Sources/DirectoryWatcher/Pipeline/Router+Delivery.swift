@@ -92,7 +92,15 @@ extension Router {
 
     func flushBatches() {
         if !outbox.unwatchedTrees.isEmpty { reportUnwatched() }
-        for subscription in outbox.dirty {
+        // Taken out of the outbox while it is gone through (a swap: no retain of its storage),
+        // and put back emptied, for its storage to serve the next wake-up.
+        var dirty: [Subscription] = []
+        swap(&dirty, &outbox.dirty)
+        defer {
+            dirty.removeAllKeepingCapacity()
+            if outbox.dirty.isEmpty { swap(&dirty, &outbox.dirty) }
+        }
+        for subscription in dirty {
             // Owed a catch-up: its changes until then are what the catch-up will report.
             if subscription.loop.catchUp != nil && !subscription.loop.endsWithBatch {
                 subscription.loop.catchUp?.dropped += subscription.loop.pending.count
@@ -110,7 +118,6 @@ extension Router {
                 settlingOverflowed(subscription)
             }
         }
-        outbox.dirty.removeAllKeepingCapacity()
     }
 
     func schedule(_ mailbox: Mailbox?) {

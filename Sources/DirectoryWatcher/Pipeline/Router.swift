@@ -94,11 +94,17 @@ final class Router {
         var earliest = pairing.deadline
         if held.isHolding { earliest = min(earliest ?? .max, held.deadline) }
         if let due = learning.deadline { earliest = min(earliest ?? .max, due) }
-        for subscription in timed.settling {
-            if let due = subscription.loop.settler?.deadline { earliest = min(earliest ?? .max, due) }
+        // (Each loop only when it has something to go through: iterating an array property is a
+        // retain and a release of its storage, and this runs at every wake-up.)
+        if !timed.settling.isEmpty {
+            for subscription in timed.settling {
+                if let due = subscription.loop.settler?.deadline { earliest = min(earliest ?? .max, due) }
+            }
         }
-        for subscription in timed.polled where subscription.loop.pause == nil {
-            if let due = subscription.loop.polled?.schedule.due { earliest = min(earliest ?? .max, due) }
+        if !timed.polled.isEmpty {
+            for subscription in timed.polled where subscription.loop.pause == nil {
+                if let due = subscription.loop.polled?.schedule.due { earliest = min(earliest ?? .max, due) }
+            }
         }
         // Directories of a fanotify tree still to list: at once, after the events read.
         if !marked.snapshotQueue.isEmpty { earliest = 0 }
