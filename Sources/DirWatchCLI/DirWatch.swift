@@ -95,7 +95,7 @@ public enum DirWatch {
 /// writes from its read loop: no hand-off per batch, so dirwatch costs close to a raw inotify
 /// loop. When stdout is slow, the kernel's queue holds the changes meanwhile, and if it ever
 /// overflows, dirwatch prints an `overflow` line: nothing is dropped silently.
-private final class Session: DirectoryWatcherDelegate, @unchecked Sendable {
+private final class Session: @unchecked Sendable {
     private struct State {
         /// How many watchers there are; nil until every watch is in place. A file's watch ends, and
         /// counts as gone, only with its directory.
@@ -162,10 +162,13 @@ private final class Session: DirectoryWatcherDelegate, @unchecked Sendable {
         var seen = Set<WatchKey>()
         for (path, isFile) in targets {
             do throws(DirectoryWatcherError) {
+                // The closure forms: the watcher holds its handler strongly, where a delegate is held
+                // weakly (a weak reference makes every retain and release of the session slower).
+                // The session lives as long as the process.
                 let watcher =
                     isFile
-                    ? try DirectoryWatcher.watchFile(path: path, options: watchOptions, delegate: self)
-                    : try DirectoryWatcher.watchFolder(path: path, options: watchOptions, delegate: self)
+                    ? try DirectoryWatcher.watchFile(path: path, options: watchOptions) { self.observe($0) }
+                    : try DirectoryWatcher.watchFolder(path: path, options: watchOptions) { self.observe($0) }
                 // The same directory or file named twice would print every change twice.
                 guard seen.insert(WatchKey(path: watcher.path, isFile: isFile)).inserted else {
                     watcher.invalidate()
@@ -264,7 +267,8 @@ private final class Session: DirectoryWatcherDelegate, @unchecked Sendable {
         }
     }
 
-    func directoryWatcher(_ watcher: DirectoryWatcher, didObserve changes: [DirectoryChange]) {
+    /// A batch, from any of the watchers (on the loop's thread: `Delivery.eventLoopThread`).
+    func observe(_ changes: [DirectoryChange]) {
         var gone = 0
         for change in changes where change.kind == .rootRemoved || change.kind == .rootMoved { gone += 1 }
         let written = output.withLock { output -> (written: Bool, any: Bool)? in

@@ -104,8 +104,11 @@ public final class DirectoryWatcher: @unchecked Sendable {
     // Under `lock`. (Those each batch reads skip the runtime's exclusivity checks, which would
     // only cost time: the lock already keeps their accesses apart.)
     @exclusivity(unchecked) private weak var weakDelegate: (any DirectoryWatcherDelegate)?
-    /// For the closure form, which has no owner to keep its delegate alive.
-    var retainedDelegate: (any DirectoryWatcherDelegate)?
+    /// For the closure form, which has no owner to keep its delegate alive: held strongly, and
+    /// then the weak reference is nil. (A weakly referenced object's every retain and release
+    /// goes through the runtime's slow path, and a weak read costs more than a strong one: a
+    /// batch reads the delegate once.)
+    @exclusivity(unchecked) var retainedDelegate: (any DirectoryWatcherDelegate)?
     var state = State.stopped
     /// The number of the latest ``startMonitoring()`` call that began starting.
     var starts: UInt64 = 0
@@ -124,10 +127,16 @@ public final class DirectoryWatcher: @unchecked Sendable {
     var restoreJournal: [StateStore.JournalEntry]?
     var nextObserver = 0
 
-    /// The delegate, held weakly. Setting it takes effect from the next batch.
+    /// The delegate, held weakly (a closure form's, which the watcher made for its handler,
+    /// strongly: setting another lets it go). Setting it takes effect from the next batch.
     public var delegate: (any DirectoryWatcherDelegate)? {
-        get { lock.withLock { weakDelegate } }
-        set { lock.withLock { weakDelegate = newValue } }
+        get { lock.withLock { retainedDelegate ?? weakDelegate } }
+        set {
+            lock.withLock {
+                weakDelegate = newValue
+                retainedDelegate = nil
+            }
+        }
     }
 
     /// Whether the watcher delivers changes: true while it monitors (paused or not), false
@@ -194,7 +203,7 @@ public final class DirectoryWatcher: @unchecked Sendable {
     /// The closure forms have no owner to keep their delegate alive: the watcher does.
     func retain(_ delegate: any DirectoryWatcherDelegate) {
         lock.withLock {
-            weakDelegate = delegate
+            weakDelegate = nil
             retainedDelegate = delegate
         }
     }
@@ -260,7 +269,7 @@ extension DirectoryWatcher: ChangeReceiver {
 
     /// Under `lock`.
     private var audience: Audience {
-        Audience(observers: observers.isEmpty ? nil : Array(observers.values), delegate: weakDelegate)
+        Audience(observers: observers.isEmpty ? nil : Array(observers.values), delegate: retainedDelegate ?? weakDelegate)
     }
 
     private func deliver(_ changes: [DirectoryChange], to audience: Audience, through gate: DeliveryGate) {

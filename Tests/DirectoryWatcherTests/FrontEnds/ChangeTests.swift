@@ -216,6 +216,36 @@ final class ChangeTests: WatchedDirectoryTestCase {
         XCTAssertEqual(seen.get(), [DirectoryChange(.created, file)])
     }
 
+    /// The closure form's handler is held strongly (not weakly, as a delegate is): it is the
+    /// watcher's delegate until another is set, which then takes the batches and lets it go.
+    func testAClosureFormsHandlerIsItsDelegateUntilAnotherIsSet() throws {
+        final class Token: Sendable {}
+        weak var captured: Token?
+        let seen = LockedValue<[DirectoryChange]>([])
+        let closureWatcher = try { () throws -> DirectoryWatcher in
+            let token = Token()
+            captured = token
+            return try DirectoryWatcher.watchFolder(path: directory.path) { changes in
+                withExtendedLifetime(token) { seen.update { $0 += changes } }
+            }
+        }()
+        defer { closureWatcher.invalidate() }
+        XCTAssertNotNil(closureWatcher.delegate, "the handler's delegate")
+        XCTAssertNotNil(captured, "the watcher keeps its handler alive")
+        let first = directory.touch("to-the-closure")
+        waitForDelivery(closureWatcher)
+        XCTAssertEqual(seen.get(), [DirectoryChange(.created, first)])
+
+        let other = Recorder()
+        closureWatcher.delegate = other
+        XCTAssertTrue(closureWatcher.delegate === other)
+        XCTAssertNil(captured, "the handler, no longer the delegate, is let go")
+        let second = directory.touch("to-the-delegate")
+        waitForDelivery(closureWatcher)
+        XCTAssertEqual(other.changes, [DirectoryChange(.created, second)])
+        XCTAssertEqual(seen.get(), [DirectoryChange(.created, first)])
+    }
+
     func testAsyncBarrier() async throws {
         let file = directory.touch("async")
         await watcher.barrier()
