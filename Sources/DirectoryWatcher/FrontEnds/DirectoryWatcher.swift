@@ -269,7 +269,8 @@ extension DirectoryWatcher: ChangeReceiver {
 
     /// Under `lock`.
     private var audience: Audience {
-        Audience(observers: observers.isEmpty ? nil : Array(observers.values), delegate: retainedDelegate ?? weakDelegate)
+        Audience(
+            observers: observers.isEmpty ? nil : Array(observers.values), delegate: retainedDelegate ?? weakDelegate)
     }
 
     private func deliver(_ changes: [DirectoryChange], to audience: Audience, through gate: DeliveryGate) {
