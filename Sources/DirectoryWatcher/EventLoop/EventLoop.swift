@@ -373,10 +373,15 @@ public final class EventLoop: @unchecked Sendable {
                 queueDrained = true
                 return
             }
+            // The events are lent from a local: a property passed as an argument is retained
+            // and released around the call (the callee could change the property meanwhile).
+            var events: [BackendEvent] = []
+            swap(&events, &parsedEvents)
             let malformed = InotifyEventParser.parse(
-                UnsafeRawBufferPointer(rebasing: buffer[..<count]), copyingInto: &readCopy, appendingTo: &parsedEvents)
-            router.receive(parsedEvents, now: now)
-            parsedEvents.removeAllKeepingCapacity()
+                UnsafeRawBufferPointer(rebasing: buffer[..<count]), copyingInto: &readCopy, appendingTo: &events)
+            router.receive(events, now: now)
+            events.removeAllKeepingCapacity()
+            swap(&events, &parsedEvents)
             if malformed != 0 { router.receive(Router.lossMarker, now: now) }
             // The kernel fills a read with every queued event that fits: room left for the largest
             // record means nothing was left, and a second read would only find the queue empty.
