@@ -269,8 +269,12 @@ private final class Session: @unchecked Sendable {
 
     /// A batch, from any of the watchers (on the loop's thread: `Delivery.eventLoopThread`).
     func observe(_ changes: [DirectoryChange]) {
+        // By index, here and below: `for change in changes` copies each change out (a retain and
+        // a release of each of its references), where an element read in place is borrowed.
         var gone = 0
-        for change in changes where change.kind == .rootRemoved || change.kind == .rootMoved { gone += 1 }
+        for index in changes.indices where changes[index].kind == .rootRemoved || changes[index].kind == .rootMoved {
+            gone += 1
+        }
         let written = output.withLock { output -> (written: Bool, any: Bool)? in
             if output.stopping { return nil }
             guard runner == nil, !changes.isEmpty else { return (true, false) }
@@ -279,11 +283,11 @@ private final class Session: @unchecked Sendable {
             // which cost as much for each batch as formatting a line.
             if output.lines.count >= Output.keptBytes { output.lines.removeAll(keepingCapacity: true) }
             let start = output.lines.count
-            for change in changes {
+            for index in changes.indices {
                 if options.json {
-                    ChangeFormat.json(change, into: &output.lines)
+                    ChangeFormat.json(changes[index], into: &output.lines)
                 } else {
-                    ChangeFormat.text(change, color: color, into: &output.lines)
+                    ChangeFormat.text(changes[index], color: color, into: &output.lines)
                 }
             }
             // One write per batch: the batch is flushed at once, and a closed stdout ends us quietly.
