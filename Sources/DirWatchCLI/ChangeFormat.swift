@@ -6,7 +6,7 @@ public enum ChangeFormat {
     /// (see `Escaping.text`), `  (rescan)` after a change found by a rescan, and `  (why)` after
     /// a `failed` directory (one that could not be watched or listed). With `color`, the kind is
     /// coloured with ANSI escapes.
-    public static func text(_ change: DirectoryChange, color: Bool, into output: inout [UInt8]) {
+    public static func text<Sink: ByteSink>(_ change: DirectoryChange, color: Bool, into output: inout Sink) {
         // Fixed text is copied from static strings: an `Array(…utf8)`, an interpolation or a
         // `String`'s UTF-8 view appended would cost an allocation or a generic copy per change.
         if color {
@@ -26,7 +26,7 @@ public enum ChangeFormat {
         if change.isDirectory && !isRoot(change.path) { output.append(UInt8(ascii: "/")) }
         if change.foundByRescan { output.append("  (rescan)") }
         if change.whileStopped { output.append("  (while stopped)") }
-        if let error = change.error { output += "  (\(error.reason))".utf8 }
+        if let error = change.error { output.appendBytes(Array("  (\(error.reason))".utf8)) }
         output.append(UInt8(ascii: "\n"))
     }
 
@@ -35,7 +35,7 @@ public enum ChangeFormat {
     /// `overflow`; `whileStopped` for one made while dirwatch was not running, found from
     /// `--state`; `error`, the cause, on a `failed` directory). Every line is valid JSON;
     /// a path that is not UTF-8 also comes as `pathBytes` / `oldPathBytes` in base64.
-    public static func json(_ change: DirectoryChange, into output: inout [UInt8]) {
+    public static func json<Sink: ByteSink>(_ change: DirectoryChange, into output: inout Sink) {
         // The fixed text in as few pieces as can be: each append is a call and a capacity check.
         // So the kind comes with the path's key, and a plain path's closing quote with the text
         // after it: a line is four appends.
@@ -49,9 +49,11 @@ public enum ChangeFormat {
         let plain = Escaping.isPlain(change.path.bytes, except: UInt8(ascii: "\""))
         if plain {
             output.append(UInt8(ascii: "\""))
-            output += change.path.bytes
+            output.appendBytes(change.path.bytes)
         } else {
-            Escaping.jsonPathValue(key: "path", change.path, into: &output)
+            var value: [UInt8] = []
+            Escaping.jsonPathValue(key: "path", change.path, into: &value)
+            output.appendBytes(value)
         }
         if change.oldPath == nil && !change.foundByRescan && !change.whileStopped && change.error == nil {
             if plain {
@@ -65,13 +67,17 @@ public enum ChangeFormat {
         output.append(change.isDirectory ? #","isDirectory":true"# : #","isDirectory":false"#)
         if let oldPath = change.oldPath {
             output.append(UInt8(ascii: ","))
-            Escaping.jsonPath(key: "oldPath", oldPath, into: &output)
+            var pair: [UInt8] = []
+            Escaping.jsonPath(key: "oldPath", oldPath, into: &pair)
+            output.appendBytes(pair)
         }
         if change.foundByRescan { output.append(#","foundByRescan":true"#) }
         if change.whileStopped { output.append(#","whileStopped":true"#) }
         if let error = change.error {
             output.append(#","error":"#)
-            Escaping.jsonString(error.reason, into: &output)
+            var reason: [UInt8] = []
+            Escaping.jsonString(error.reason, into: &reason)
+            output.appendBytes(reason)
         }
         output.append("}\n")
     }
@@ -105,7 +111,7 @@ public enum ChangeFormat {
 
     /// Writes the kind's name (its raw value); returns its length.
     @discardableResult
-    private static func appendName(of kind: DirectoryChange.Kind, to output: inout [UInt8]) -> Int {
+    private static func appendName<Sink: ByteSink>(of kind: DirectoryChange.Kind, to output: inout Sink) -> Int {
         let name: StaticString
         switch kind {
         case .created: name = "created"
@@ -125,7 +131,7 @@ public enum ChangeFormat {
         case .writerClosed: name = "writerClosed"
         case .readerClosed: name = "readerClosed"
         @unknown default:
-            output += kind.rawValue.utf8
+            output.appendBytes(Array(kind.rawValue.utf8))
             return kind.rawValue.utf8.count
         }
         output.append(name)

@@ -299,18 +299,22 @@ private func withCStrings<Result>(
 /// Writes every byte, retrying on EINTR and short writes. False on any other error (EPIPE).
 @discardableResult
 func writeAll(_ fd: Int32, _ bytes: [UInt8], from start: Int = 0) -> Bool {
-    bytes.withUnsafeBytes { buffer in
-        var offset = start
-        while offset < buffer.count {
-            let written = cdw_write(fd, buffer.baseAddress! + offset, buffer.count - offset)
-            if written < 0 {
-                if errno == EINTR { continue }
-                return false
-            }
-            offset += written
+    bytes.withUnsafeBytes { writeAll(fd, UnsafeRawBufferPointer(rebasing: $0[start...])) }
+}
+
+/// ``writeAll(_:_:from:)`` for bytes in place.
+@discardableResult
+func writeAll(_ fd: Int32, _ buffer: UnsafeRawBufferPointer) -> Bool {
+    var offset = 0
+    while offset < buffer.count {
+        let written = cdw_write(fd, buffer.baseAddress! + offset, buffer.count - offset)
+        if written < 0 {
+            if errno == EINTR { continue }
+            return false
         }
-        return true
+        offset += written
     }
+    return true
 }
 
 func writeError(_ message: String) {

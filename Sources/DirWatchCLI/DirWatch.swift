@@ -120,10 +120,8 @@ private final class Session: @unchecked Sendable {
 
     private struct Output {
         var stopping = false
-        /// Each batch's lines, formatted after the last batches' (no allocation a batch).
-        var lines: [UInt8] = []
-        /// Once `lines` holds this many bytes, the next batch empties it first.
-        static let keptBytes = 8 * 1024
+        /// A batch's lines, in storage kept from batch to batch (no allocation a batch).
+        var lines = LineBuffer()
     }
     /// A SIGINT or SIGTERM has come. Not under `state`'s lock: a write blocked on a reader that
     /// stopped reading holds it, and a second signal must still end dirwatch.
@@ -278,11 +276,7 @@ private final class Session: @unchecked Sendable {
         let written = output.withLock { output -> (written: Bool, any: Bool)? in
             if output.stopping { return nil }
             guard runner == nil, !changes.isEmpty else { return (true, false) }
-            // This batch's lines go after the last batches', in the same storage, until it holds
-            // a few kilobytes: emptying it is the standard library's general range replacement,
-            // which cost as much for each batch as formatting a line.
-            if output.lines.count >= Output.keptBytes { output.lines.removeAll(keepingCapacity: true) }
-            let start = output.lines.count
+            output.lines.removeAll()
             for index in changes.indices {
                 if options.json {
                     ChangeFormat.json(changes[index], into: &output.lines)
@@ -291,9 +285,9 @@ private final class Session: @unchecked Sendable {
                 }
             }
             // One write per batch: the batch is flushed at once, and a closed stdout ends us quietly.
-            let written = writeAll(STDOUT_FILENO, output.lines, from: start)
+            let written = output.lines.write(to: STDOUT_FILENO, from: 0)
             // A rescan's batch of many thousand lines is not kept for ever.
-            if output.lines.capacity > 1 << 20 { output.lines = [] }
+            if output.lines.capacity > 1 << 20 { output.lines = LineBuffer() }
             return (written, true)
         }
         guard let written else {

@@ -7,13 +7,20 @@ enum Escaping {
     /// are not UTF-8 as `\xNN`; the `>` of ` ->` as `\u{3E}`, so that the only ` -> ` on a line is
     /// a rename's separator (a name ending in ` ->` would make a second one with it). Unambiguous:
     /// every backslash in the output starts an escape.
-    static func text(_ path: FileSystemPath, into output: inout [UInt8]) {
+    static func text<Sink: ByteSink>(_ path: FileSystemPath, into output: inout Sink) {
         let bytes = path.bytes
         // A `>` goes the slow way, which looks at the bytes before it: rare in names.
         if isPlain(bytes, except: UInt8(ascii: ">")) {
-            output += bytes
+            output.appendBytes(bytes)
             return
         }
+        var escaped: [UInt8] = []
+        escapedText(bytes, into: &escaped)
+        output.appendBytes(escaped)
+    }
+
+    /// ``text(_:into:)`` for a path that is not plain.
+    private static func escapedText(_ bytes: [UInt8], into output: inout [UInt8]) {
         var index = 0
         while index < bytes.count {
             let byte = bytes[index]
@@ -200,13 +207,5 @@ enum Escaping {
     static func hex(_ value: UInt32, width: Int) -> String {
         let digits = String(value, radix: 16, uppercase: true)
         return String(repeating: "0", count: max(0, width - digits.count)) + digits
-    }
-}
-
-extension [UInt8] {
-    /// Appends a literal's bytes with one copy (both formats write their fixed text so).
-    @inline(__always)
-    mutating func append(_ literal: StaticString) {
-        literal.withUTF8Buffer { append(contentsOf: $0) }
     }
 }
