@@ -7,9 +7,10 @@ import CDirectoryWatcherShims
 /// caller's non-Sendable delegate cannot be; this lock guards plain stored properties instead.
 /// It is a futex word (`cdw_lock`, in the C shims): a wake-up of the loop takes several locks,
 /// none of them contended as a rule, and an uncontended lock and unlock are an atomic
-/// instruction each, a fifth of a `pthread_mutex_t`'s cost. Misuse (a thread locking what it
-/// holds, or unlocking what it does not) stops the process with a message, as an error-checking
-/// pthread mutex would, rather than deadlocking or breaking what the lock protects.
+/// instruction each, a fifth of a `pthread_mutex_t`'s cost. Misuse stops the process with a
+/// message rather than deadlocking or breaking what the lock protects: in every build an unlock
+/// of a free lock, and in debug builds, as an error-checking pthread mutex would, a thread locking
+/// what it holds or unlocking what another holds.
 final class Lock: @unchecked Sendable {
     private let word = UnsafeMutablePointer<cdw_lock>.allocate(capacity: 1)
 
