@@ -94,6 +94,11 @@ public final class EventLoop: @unchecked Sendable {
     /// Leader only; the runtime's exclusivity checks would only cost time.
     @exclusivity(unchecked) private var readCopy: [UInt8] = []
     @exclusivity(unchecked) private var parsedEvents: [BackendEvent] = []
+    /// The same for fanotify's reads (``FanotifyEventParser/parse(_:copyingInto:appendingTo:descriptors:)``),
+    /// with the descriptors its records came with (none in the library's reporting mode).
+    @exclusivity(unchecked) private var fanotifyCopy: [UInt8] = []
+    @exclusivity(unchecked) private var parsedMarkEvents: [MarkEvent] = []
+    @exclusivity(unchecked) private var openedDescriptors: [Int32] = []
     private let tokens = UnsafeMutablePointer<UInt64>.allocate(capacity: EventLoop.readyAtOnce)
     private let readiness = UnsafeMutablePointer<UInt32>.allocate(capacity: EventLoop.readyAtOnce)
     /// As many descriptors as the epoll set can hold: inotify, the eventfd, fanotify, the mount table.
@@ -329,12 +334,23 @@ public final class EventLoop: @unchecked Sendable {
                 fanotifyDrained = true
                 return
             }
-            var parsed = FanotifyEventParser.parse(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
-            for fd in parsed.descriptors { system.close(fd) }
+            // Parsed into the arrays the loop keeps, moved to locals (a property passed as an
+            // argument is retained and released around the call).
+            var events: [MarkEvent] = []
+            swap(&events, &parsedMarkEvents)
+            let isMalformed = FanotifyEventParser.parse(
+                UnsafeRawBufferPointer(rebasing: buffer[..<count]), copyingInto: &fanotifyCopy, appendingTo: &events,
+                descriptors: &openedDescriptors)
+            if !openedDescriptors.isEmpty {
+                for fd in openedDescriptors { system.close(fd) }
+                openedDescriptors.removeAllKeepingCapacity()
+            }
             // Each record is lent to the router without a copy (``Array/lendEach(_:)``).
-            parsed.events.lendEach { router.receive($0, now: now) }
-            budget -= parsed.events.count
-            if parsed.isMalformed { router.receive(MarkEvent(mask: MarkBits.queueOverflow), now: now) }
+            events.lendEach { router.receive($0, now: now) }
+            budget -= events.count
+            events.removeAllKeepingCapacity()
+            swap(&events, &parsedMarkEvents)
+            if isMalformed { router.receive(MarkEvent(mask: MarkBits.queueOverflow), now: now) }
             // A record is at most a few hundred bytes (two handles and two names).
             fanotifyDrained = count <= Self.readBufferSize - Self.largestFanotifyRecord
             if fanotifyDrained { return }

@@ -29,15 +29,33 @@ enum FanotifyEventParser {
 
     static func parse(_ buffer: UnsafeRawBufferPointer) -> Parsed {
         var parsed = Parsed()
-        // One copy of the read for every name and handle in it.
-        let storage = Array(buffer)
+        var storage: [UInt8] = []
+        parsed.isMalformed = parse(
+            buffer, copyingInto: &storage, appendingTo: &parsed.events, descriptors: &parsed.descriptors)
+        return parsed
+    }
+
+    /// Appends the records of `buffer` to `events`, each reading its handles and names in one
+    /// copy of the whole read in `storage`, and the descriptors the kernel opened to
+    /// `descriptors`; returns whether the read held something that is no record this parser
+    /// reads (``Parsed/isMalformed``). The event loop passes the same arrays at every read,
+    /// emptied: they allocate nothing again unless a record of an earlier read is still held
+    /// (its copy is then not written over, but replaced), as for inotify's
+    /// (``InotifyEventParser/parse(_:copyingInto:appendingTo:)``).
+    static func parse(
+        _ buffer: UnsafeRawBufferPointer, copyingInto storage: inout [UInt8], appendingTo events: inout [MarkEvent],
+        descriptors: inout [Int32]
+    ) -> Bool {
+        var isMalformed = false
+        storage.replaceSubrange(storage.startIndex..<storage.endIndex, with: buffer)
         // No record is shorter than its metadata and one handle with a name: the array is not
         // grown (and its records moved) as they are read.
-        parsed.events.reserveCapacity(buffer.count / (metadataSize + 4 + 8 + 8 + 2))
+        let fewest = buffer.count / (metadataSize + 4 + 8 + 8 + 2)
+        if events.capacity - events.count < fewest { events.reserveCapacity(events.count + fewest) }
         var offset = 0
         while offset < buffer.count {
             guard buffer.count - offset >= metadataSize else {
-                parsed.isMalformed = true
+                isMalformed = true
                 break
             }
             let length = Int(buffer.loadUnaligned(fromByteOffset: offset, as: UInt32.self))
@@ -46,23 +64,23 @@ enum FanotifyEventParser {
             guard version == Self.version, metadataLength >= metadataSize, length >= metadataLength,
                 length <= buffer.count - offset
             else {
-                parsed.isMalformed = true
+                isMalformed = true
                 break
             }
             let mask = buffer.loadUnaligned(fromByteOffset: offset + 8, as: UInt64.self)
             let fd = buffer.loadUnaligned(fromByteOffset: offset + 16, as: Int32.self)
-            if fd >= 0 { parsed.descriptors.append(fd) }
+            if fd >= 0 { descriptors.append(fd) }
             let start = offset + metadataLength
             let record = UnsafeRawBufferPointer(rebasing: buffer[start..<(offset + length)])
             var handles = MarkEvent.Handles()
             if !parseInformation(record, at: start, mask: mask, into: &handles) {
-                parsed.isMalformed = true
+                isMalformed = true
             }
             // Made in one piece from plain offsets: nothing reference-counted is copied.
-            parsed.events.append(MarkEvent(mask: mask, sharing: storage, at: handles))
+            events.append(MarkEvent(mask: mask, sharing: storage, at: handles))
             offset += length
         }
-        return parsed
+        return isMalformed
     }
 
     /// Reads an event's information records, where its handles and names are; false when one

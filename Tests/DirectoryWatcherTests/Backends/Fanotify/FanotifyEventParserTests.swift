@@ -57,6 +57,55 @@ final class FanotifyEventParserTests: XCTestCase {
             ])
     }
 
+    /// The event loop parses every read into the same arrays: a read's copy is written over only
+    /// when no record of it is still held (a rename's first half waiting for its pair keeps its
+    /// handles and name), and the events of one read follow none of the last one's.
+    func testAReadsCopyIsReusedUnlessARecordOfItIsStillHeld() {
+        var storage: [UInt8] = []
+        var events: [MarkEvent] = []
+        var descriptors: [Int32] = []
+        func read(_ bytes: [UInt8]) -> Bool {
+            bytes.withUnsafeBytes {
+                FanotifyEventParser.parse($0, copyingInto: &storage, appendingTo: &events, descriptors: &descriptors)
+            }
+        }
+        let directory: [UInt8] = [9, 9, 9, 9, 9, 9, 9, 9]
+        XCTAssertFalse(
+            read(
+                event(
+                    mask: UInt64(EventMask.create), information(type: 2, handle: directory, name: Array("first".utf8))))
+        )
+        let held = events[0]
+        events.removeAll(keepingCapacity: true)
+        let heldCopy = storage.withUnsafeBufferPointer { $0.baseAddress }
+
+        XCTAssertFalse(
+            read(
+                event(
+                    mask: UInt64(EventMask.delete),
+                    information(type: 2, handle: [8, 8, 8, 8], name: Array("other".utf8)))))
+        XCTAssertEqual(
+            events,
+            [MarkEvent(mask: UInt64(EventMask.delete), directory: handle([8, 8, 8, 8]), name: Array("other".utf8))])
+        XCTAssertEqual(held.name, Array("first".utf8), "the held record's name was written over")
+        XCTAssertEqual(held.directory, handle(directory), "the held record's handle was written over")
+        XCTAssertNotEqual(storage.withUnsafeBufferPointer { $0.baseAddress }, heldCopy)
+
+        // Nothing held now: the next read goes into the same copy.
+        events.removeAll(keepingCapacity: true)
+        let reused = storage.withUnsafeBufferPointer { $0.baseAddress }
+        XCTAssertFalse(
+            read(
+                event(
+                    mask: UInt64(EventMask.modify), fd: 42,
+                    information(type: 2, handle: directory, name: Array("third".utf8)))))
+        XCTAssertEqual(
+            events, [MarkEvent(mask: UInt64(EventMask.modify), directory: handle(directory), name: Array("third".utf8))]
+        )
+        XCTAssertEqual(descriptors, [42])
+        XCTAssertEqual(storage.withUnsafeBufferPointer { $0.baseAddress }, reused)
+    }
+
     func testADirectorysCreationGivesItsOwnHandleToo() {
         let bytes = event(
             mask: UInt64(EventMask.create) | MarkBits.onDirectory,
