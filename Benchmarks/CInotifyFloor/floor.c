@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/fanotify.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -17,10 +18,17 @@ const uint32_t cif_directory_mask = IN_CREATE | IN_DELETE | IN_MODIFY | IN_ATTRI
                                     IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF;
 
 struct cif_floor {
-    int inotify_fd;
+    int inotify_fd;  // or the fanotify group's, for a floor opened with cif_floor_open_fanotify
     int epoll_fd;
     char **paths;  // indexed by watch descriptor (the kernel hands them out from 1, in order)
     size_t capacity;
+    // A fanotify floor: its one directory's path, and its file handle (type, then bytes), which
+    // a record's directory handle is compared with.
+    int fanotify;
+    char *directory;
+    int handle_type;
+    unsigned int handle_bytes;
+    unsigned char handle[MAX_HANDLE_SZ];
 };
 
 enum { TOKEN_INOTIFY = 1, TOKEN_CONTROL = 2, READ_BUFFER_SIZE = 64 * 1024 };
@@ -38,6 +46,48 @@ cif_floor *cif_floor_open(void) {
         errno = saved;
         return NULL;
     }
+    return floor;
+}
+
+#ifndef FAN_REPORT_TARGET_FID
+#define FAN_REPORT_TARGET_FID 0x00001000
+#endif
+#ifndef FAN_RENAME
+#define FAN_RENAME 0x10000000
+#endif
+
+cif_floor *cif_floor_open_fanotify(const char *directory) {
+    cif_floor *floor = calloc(1, sizeof *floor);
+    if (!floor) return NULL;
+    floor->fanotify = 1;
+    floor->epoll_fd = -1;
+    // The library's group and mark (cdw_fanotify_init, FanotifyTranslation.baseMask): records
+    // name their directory by handle and the entry by name, and the object by its own handle.
+    unsigned int flags = FAN_CLASS_NOTIF | FAN_CLOEXEC | FAN_NONBLOCK | FAN_REPORT_DFID_NAME | FAN_REPORT_FID |
+                         FAN_UNLIMITED_QUEUE;
+    floor->inotify_fd = fanotify_init(flags | FAN_REPORT_TARGET_FID, O_RDONLY | O_LARGEFILE);
+    if (floor->inotify_fd < 0 && errno == EINVAL) floor->inotify_fd = fanotify_init(flags, O_RDONLY | O_LARGEFILE);
+    struct {
+        struct file_handle header;
+        unsigned char bytes[MAX_HANDLE_SZ];
+    } handle = {.header.handle_bytes = MAX_HANDLE_SZ};
+    int mount = 0;
+    uint64_t mask = FAN_CREATE | FAN_DELETE | FAN_MODIFY | FAN_ATTRIB | FAN_DELETE_SELF | FAN_MOVE_SELF | FAN_RENAME |
+                    FAN_ONDIR;
+    struct epoll_event event = {.events = EPOLLIN, .data.u64 = TOKEN_INOTIFY};
+    if (floor->inotify_fd < 0 || !(floor->directory = strdup(directory)) ||
+        name_to_handle_at(AT_FDCWD, directory, &handle.header, &mount, 0) < 0 ||
+        fanotify_mark(floor->inotify_fd, FAN_MARK_ADD | FAN_MARK_FILESYSTEM, mask, AT_FDCWD, directory) < 0 ||
+        (floor->epoll_fd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
+        epoll_ctl(floor->epoll_fd, EPOLL_CTL_ADD, floor->inotify_fd, &event) < 0) {
+        int saved = errno;
+        cif_floor_close(floor);
+        errno = saved;
+        return NULL;
+    }
+    floor->handle_type = handle.header.handle_type;
+    floor->handle_bytes = handle.header.handle_bytes;
+    memcpy(floor->handle, handle.header.f_handle, handle.header.handle_bytes);
     return floor;
 }
 
@@ -149,6 +199,58 @@ static int process(const cif_floor *floor, const char *buffer, size_t length, in
     return 0;
 }
 
+// The same for a fanotify floor's records: a record whose directory is not the watched one
+// (the mark covers the whole file system) is counted as read and dropped.
+static int process_fanotify(const cif_floor *floor, const char *buffer, size_t length, int report_fd,
+                            cif_counts *counts, volatile size_t *sink) {
+    char path[PATH_MAX + NAME_MAX + 2];
+    size_t directoryLength = strlen(floor->directory);
+    memcpy(path, floor->directory, directoryLength);
+    path[directoryLength] = '/';
+    for (size_t offset = 0; offset + sizeof(struct fanotify_event_metadata) <= length;) {
+        struct fanotify_event_metadata header;
+        memcpy(&header, buffer + offset, sizeof header);
+        if (header.event_len < sizeof header || offset + header.event_len > length) break;
+        const char *end = buffer + offset + header.event_len;
+        const char *info = buffer + offset + header.metadata_len;
+        offset += header.event_len;
+        counts->events++;
+        if (header.mask & FAN_Q_OVERFLOW) {
+            counts->overflows++;
+            continue;
+        }
+        // The record's directory and name: its first DFID_NAME information record.
+        const char *name = NULL;
+        int inside = 0;
+        while (info + sizeof(struct fanotify_event_info_header) <= end) {
+            struct fanotify_event_info_header part;
+            memcpy(&part, info, sizeof part);
+            if (part.len < sizeof part || info + part.len > end) break;
+            if (part.info_type == FAN_EVENT_INFO_TYPE_DFID_NAME) {
+                const char *handle = info + sizeof(struct fanotify_event_info_fid);
+                struct file_handle fixed;
+                memcpy(&fixed, handle, sizeof fixed);
+                inside = fixed.handle_type == floor->handle_type && fixed.handle_bytes == floor->handle_bytes &&
+                         memcmp(handle + sizeof fixed, floor->handle, floor->handle_bytes) == 0;
+                name = handle + sizeof fixed + fixed.handle_bytes;
+                break;
+            }
+            info += part.len;
+        }
+        if (!inside) continue;
+        if (header.mask & FAN_CREATE) counts->created++;
+        size_t nameLength = strnlen(name, (size_t)(end - name));
+        memcpy(path + directoryLength + 1, name, nameLength);
+        path[directoryLength + 1 + nameLength] = 0;
+        *sink += directoryLength + nameLength;
+        if (report_fd >= 0) {
+            uint64_t now = monotonic_ns();
+            if (write(report_fd, &now, sizeof now) != sizeof now) return -1;
+        }
+    }
+    return 0;
+}
+
 // One read into `buffer`: its length, 0 when the queue is empty, -1 on error.
 static ssize_t read_some(const cif_floor *floor, char *buffer) {
     for (;;) {
@@ -164,7 +266,9 @@ static int drain(cif_floor *floor, char *buffer, int report_fd, cif_counts *coun
     for (;;) {
         ssize_t count = read_some(floor, buffer);
         if (count <= 0) return (int)count;
-        if (process(floor, buffer, (size_t)count, report_fd, counts, sink) < 0) return -1;
+        int result = floor->fanotify ? process_fanotify(floor, buffer, (size_t)count, report_fd, counts, sink)
+                                     : process(floor, buffer, (size_t)count, report_fd, counts, sink);
+        if (result < 0) return -1;
     }
 }
 
@@ -198,7 +302,9 @@ static void *deliver(void *argument) {
         handoff->length = 0;
         pthread_mutex_unlock(&handoff->lock);
         if (handoff->result == 0 &&
-            process(handoff->floor, batch, length, handoff->report_fd, &handoff->counts, &sink) < 0) {
+            (handoff->floor->fanotify
+                 ? process_fanotify(handoff->floor, batch, length, handoff->report_fd, &handoff->counts, &sink)
+                 : process(handoff->floor, batch, length, handoff->report_fd, &handoff->counts, &sink)) < 0) {
             handoff->result = -1;
         }
         spare = batch;
@@ -299,6 +405,7 @@ void cif_floor_close(cif_floor *floor) {
     if (floor->epoll_fd >= 0) close(floor->epoll_fd);
     for (size_t wd = 0; wd < floor->capacity; wd++) free(floor->paths[wd]);
     free(floor->paths);
+    free(floor->directory);
     free(floor);
 }
 

@@ -132,6 +132,7 @@ final class Bench {
         var footprints: [Contender: [[String: Double]]] = [:]
         var slowThreads: [Contender: [Double]] = [:]
         var fanotifyCPU: [Double] = []
+        var fanotifyFloorCPU: [Double] = []
         var fanotifyLost: [Double] = []
         var fanotifyOverflows: [Double] = []
         var outsideCPU: [Double] = []
@@ -198,7 +199,20 @@ final class Bench {
                 log(
                     "round \(round + 1)/\(c.rounds): library on fanotify: burst of \(format(Double(c.burstSize))) creates"
                 )
-                guard let fanotify = try fanotifyBurst(round: round) else { continue }
+                // Beside it, in alternating order, the same burst through a bare fanotify reader.
+                var fanotifyResult: BurstResult?
+                var floorResult: BurstResult?
+                for floorFirst in round % 2 == 0 ? [true, false] : [false, true] {
+                    if floorFirst {
+                        log("round \(round + 1)/\(c.rounds): floor on fanotify: the same burst")
+                        floorResult = try fanotifyBurst(round: round, floor: true)
+                    } else {
+                        fanotifyResult = try fanotifyBurst(round: round)
+                    }
+                    if fanotifyUnavailable != nil { break }
+                }
+                if let floorResult { fanotifyFloorCPU.append(floorResult.cpuPerChange / 1000) }
+                guard let fanotify = fanotifyResult else { continue }
                 fanotifyCPU.append(fanotify.cpuPerChange / 1000)
                 fanotifyLost.append(Double(c.burstSize - fanotify.created))
                 fanotifyOverflows.append(Double(fanotify.overflows))
@@ -317,7 +331,18 @@ final class Bench {
                 .none),
             figure(
                 "cpu-fanotify", "CPU per change, burst of \(burstName), fanotify", "µs",
-                (onFanotify(fanotifyCPU), .values(cpu[.floor] ?? [])), .none),
+                (onFanotify(fanotifyCPU), .values(cpu[.floor] ?? [])), .ratioAtMost(1.3)),
+            // What fanotify itself costs: the same burst through one mark, read by a bare reader.
+            figure(
+                "cpu-fanotify-floor",
+                "CPU per change, burst of \(burstName), fanotify, against a bare fanotify reader (floor: one mark "
+                    + "as the library makes it, each record's directory handle compared and path rebuilt)", "µs",
+                (onFanotify(fanotifyCPU), onFanotify(fanotifyFloorCPU)), .none),
+            figure(
+                "cpu-fanotify-kernel",
+                "CPU per change, burst of \(burstName): the bare fanotify reader (in the library's column) against "
+                    + "the bare inotify reader (floor): what the kernel's fanotify costs beyond inotify", "µs",
+                (onFanotify(fanotifyFloorCPU), .values(cpu[.floor] ?? [])), .none),
             figure("lost", "Changes lost in the burst", "changes", both(lost), .atMost(0)),
             figure(
                 "lost-queue", "Changes lost in the burst\(onQueue)", "changes", both(lost, .libraryQueue), .atMost(0)),
@@ -526,9 +551,12 @@ final class Bench {
     /// directory (so on the same file system: its one mark covers all of it, and the rest of the
     /// machine's changes to that file system are read and dropped as well). Nil when this process
     /// cannot use fanotify.
-    private func fanotifyBurst(round: Int) throws(BenchError) -> BurstResult? {
-        let directory = "\(scratch)/burst-fanotify-\(round)"
-        return try burst(in: directory, arguments: ["library-watch", directory, "quiet", "fanotify"])
+    /// `floor`: the bare fanotify reader's child instead (`floor-watch … fanotify`), one mark as
+    /// the library makes it.
+    private func fanotifyBurst(round: Int, floor: Bool = false) throws(BenchError) -> BurstResult? {
+        let directory = "\(scratch)/burst-fanotify-\(floor ? "floor-" : "")\(round)"
+        let mode = floor ? "floor-watch" : "library-watch"
+        return try burst(in: directory, arguments: [mode, directory, "quiet", "fanotify"])
     }
 
     /// The same burst made beside a recursive library watcher on fanotify whose tree stays

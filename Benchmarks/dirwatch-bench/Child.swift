@@ -28,6 +28,9 @@ enum Child {
                     backend: try WatchBackend(arguments.count > 3 ? arguments[3] : nil))
             case ("floor-watch", 3):
                 try floorWatch(directory: arguments[1], reports: arguments[2] == "report", handOff: false)
+            case ("floor-watch", 4) where arguments[3] == "fanotify":
+                try floorWatch(
+                    directory: arguments[1], reports: arguments[2] == "report", handOff: false, fanotify: true)
             case ("library-settled", 3):
                 try libraryWatch(
                     directory: arguments[1], reports: true, delivery: .automatic,
@@ -170,12 +173,22 @@ enum Child {
                 + "changes=\(tally.changes.load(ordering: .relaxed)) resident=\(residentKiB())\n", to: 1)
     }
 
+    /// `fanotify`: the floor of a fanotify tree, one mark as the library makes it; where this
+    /// process may not use fanotify, it prints `unavailable REASON` and exits, as the library's
+    /// child does.
     private static func floorWatch(
-        directory: String, reports: Bool, handOff: Bool, mask: UInt32 = cif_directory_mask
+        directory: String, reports: Bool, handOff: Bool, mask: UInt32 = cif_directory_mask, fanotify: Bool = false
     ) throws(BenchError) {
-        guard let floor = cif_floor_open() else { throw .system("floor: inotify_init1") }
+        let opened = fanotify ? cif_floor_open_fanotify(directory) : cif_floor_open()
+        guard let floor = opened else {
+            if fanotify && (errno == EPERM || errno == ENOSYS || errno == EINVAL || errno == EXDEV) {
+                writeAll("unavailable floor: fanotify: \(String(cString: strerror(errno)))\n", to: 1)
+                exit(0)
+            }
+            throw .system(fanotify ? "floor: fanotify_init or fanotify_mark" : "floor: inotify_init1", directory)
+        }
         defer { cif_floor_close(floor) }
-        guard cif_floor_add_mask(floor, directory, mask) >= 0 else {
+        guard fanotify || cif_floor_add_mask(floor, directory, mask) >= 0 else {
             throw .system("floor: inotify_add_watch", directory)
         }
         writeAll("ready cpu=\(ownCPUNanoseconds())\n", to: 1)
