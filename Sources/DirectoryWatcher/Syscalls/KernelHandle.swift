@@ -10,10 +10,12 @@ struct KernelHandle: Hashable, Sendable {
 
     init(key: [UInt8]) { self.key = key }
 
-    /// The key's bytes in one call: the default hashes an array element by element, twenty
-    /// calls for a key of twenty bytes, once per event routed.
+    /// The key's bytes hashed by ``NameHash`` into one word for `Hasher`: the default hashes an
+    /// array element by element, twenty calls for a key of twenty bytes, and `Hasher`'s own
+    /// `combine(bytes:)` costs about twice a lookup's other work; a record's handle is hashed when
+    /// it is not one of the last two the router resolved (``MarkedTrees``).
     func hash(into hasher: inout Hasher) {
-        key.withUnsafeBytes { hasher.combine(bytes: $0) }
+        hasher.combine(key.withUnsafeBytes { NameHash.of($0) })
     }
 
     /// Compared with one `memcmp`: `Array`'s own `==` goes element by element, and the router
@@ -39,9 +41,11 @@ struct KernelHandle: Hashable, Sendable {
 
     /// A handle read from a record: the file system's id, then `struct file_handle`'s type and
     /// bytes, copied into the key at once.
+    /// (Joined in scratch space, then copied into the array: `Array(unsafeUninitializedCapacity:)`
+    /// allocates through an unspecialized call that looks the element type's metadata up each
+    /// time, several hundred instructions, once for every handle a record makes.)
     init(fileSystemID: UnsafeRawBufferPointer, type: Int32, bytes: UnsafeRawBufferPointer) {
-        key = [UInt8](unsafeUninitializedCapacity: 12 + bytes.count) { buffer, count in
-            let base = UnsafeMutableRawBufferPointer(buffer)
+        key = withUnsafeTemporaryAllocation(byteCount: 12 + bytes.count, alignment: 1) { base in
             base.copyMemory(from: fileSystemID)
             withUnsafeBytes(of: type.littleEndian) {
                 base.baseAddress!.advanced(by: 8).copyMemory(from: $0.baseAddress!, byteCount: 4)
@@ -49,7 +53,7 @@ struct KernelHandle: Hashable, Sendable {
             if !bytes.isEmpty {
                 base.baseAddress!.advanced(by: 12).copyMemory(from: bytes.baseAddress!, byteCount: bytes.count)
             }
-            count = 12 + bytes.count
+            return [UInt8](UnsafeRawBufferPointer(base))
         }
     }
 

@@ -36,12 +36,15 @@ final class FanotifyBackend: FileSystemMarkBackend {
     var refusal: SyscallError?
     /// Marked file systems, by id.
     private(set) var marks: [[UInt8]: Mark] = [:]
-    private var descriptors: [KernelHandle: Int32] = [:]
-    private var handles = ByDescriptor<KernelHandle>()
+    // The loop's leader alone reads and changes the tables (the protocol's "loop thread only"):
+    // the runtime's exclusivity checks, two for each record whose handle is looked up, would
+    // only cost time.
+    @exclusivity(unchecked) private var descriptors: [KernelHandle: Int32] = [:]
+    @exclusivity(unchecked) private var handles = ByDescriptor<KernelHandle>()
     private var next = MarkedDescriptors.first
     /// Handles resolved to directories outside every watched tree. Bounded: past
     /// ``outsideLimit`` it starts again empty (a cache, whose misses cost a resolution).
-    private(set) var outside: Set<KernelHandle> = []
+    @exclusivity(unchecked) private(set) var outside: Set<KernelHandle> = []
     static let outsideLimit = 65_536
 
     init(system: System) { self.system = system }

@@ -1,6 +1,7 @@
-/// The hash of an entry name that a kept directory stores beside the name
-/// (``KnownDirectory/Name``): eight bytes at a time, each word and the state, both keyed with
-/// the secret, folded with one 64×64→128-bit multiply (the step of wyhash and foldhash).
+/// A hash of a short run of bytes: an entry name (a kept directory's table, ``NameTable``, keeps
+/// half of it beside each name), a file handle (``KernelHandle``, which gives it to `Hasher`
+/// instead of its bytes). Eight bytes at a time, each word and the state, both keyed with the
+/// secret, folded with one 64×64→128-bit multiply (the step of wyhash and foldhash).
 ///
 /// The secret is drawn at random once per process, so someone who can name files in a watched
 /// directory cannot choose names that all land in one bucket from outside; this is the defence
