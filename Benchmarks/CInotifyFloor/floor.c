@@ -168,6 +168,13 @@ static uint64_t monotonic_ns(void) {
     return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
 }
 
+// With `report_fd` >= 0, writes the arrival time of the record just read there. -1 on error.
+static int report_arrival(int report_fd) {
+    if (report_fd < 0) return 0;
+    uint64_t now = monotonic_ns();
+    return write(report_fd, &now, sizeof now) == sizeof now ? 0 : -1;
+}
+
 // The per-record work: count it, rebuild the path it names (as any watcher that reports paths
 // must; `sink` keeps the compiler from dropping that work), and report its arrival time.
 static int process(const cif_floor *floor, const char *buffer, size_t length, int report_fd, cif_counts *counts,
@@ -191,10 +198,7 @@ static int process(const cif_floor *floor, const char *buffer, size_t length, in
             path[directoryLength + 1 + nameLength] = 0;
             *sink += directoryLength + nameLength;
         }
-        if (report_fd >= 0) {
-            uint64_t now = monotonic_ns();
-            if (write(report_fd, &now, sizeof now) != sizeof now) return -1;
-        }
+        if (report_arrival(report_fd) < 0) return -1;
     }
     return 0;
 }
@@ -243,10 +247,7 @@ static int process_fanotify(const cif_floor *floor, const char *buffer, size_t l
         memcpy(path + directoryLength + 1, name, nameLength);
         path[directoryLength + 1 + nameLength] = 0;
         *sink += directoryLength + nameLength;
-        if (report_fd >= 0) {
-            uint64_t now = monotonic_ns();
-            if (write(report_fd, &now, sizeof now) != sizeof now) return -1;
-        }
+        if (report_arrival(report_fd) < 0) return -1;
     }
     return 0;
 }

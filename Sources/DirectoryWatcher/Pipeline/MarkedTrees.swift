@@ -79,10 +79,12 @@ struct MarkedTrees {
     /// The directory of `handle` is outside every tree.
     mutating func markOutside(_ handle: KernelHandle) {
         backend.markOutside(handle)
-        if let known = cached(handle), known.wd == nil { return }
-        if previous?.handle == handle { previous = nil }
-        if last?.handle == handle { last = nil }
-        remember(handle, nil)
+        // Kept already: it is the latest now.
+        if cached(handle) != nil {
+            last = (handle, nil)
+        } else {
+            remember(handle, nil)
+        }
     }
 
     /// What was outside may be inside now (a directory moved into a tree, a tree added).
