@@ -109,6 +109,10 @@ final class KnownDirectory {
     /// even those read after it. A rescan, which reports what it found, sets it again.
     var suppressesRepeats = true
 
+    /// Empty, with nothing pending: as good as any other empty directory with the same
+    /// ``suppressesRepeats`` (``KnownDirectories`` keeps such a one as a shared object).
+    var isPristine: Bool { entries.isEmpty && !lacksInodes && !isDueForLearning }
+
     /// Asks the processor for where a lookup of `name` starts (``NameTable/prefetch(_:)``).
     func prefetch(_ name: ArraySlice<UInt8>) {
         entries.prefetch(name)

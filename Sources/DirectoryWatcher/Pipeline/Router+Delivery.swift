@@ -113,7 +113,7 @@ extension Router {
                 // The backlog just overflowed: what the watcher has been told of its
                 // directories is what they are known to be now, minus what did not fit.
                 for wd in subscription.loop.descriptors {
-                    if let directory = known[wd] { subscription.loop.catchUp?.baseline[wd] = directory.entries }
+                    if let entries = known.entries(wd) { subscription.loop.catchUp?.baseline[wd] = entries }
                 }
                 settlingOverflowed(subscription)
             }

@@ -197,8 +197,8 @@ extension Router {
             let pathBefore =
                 oldPath == topPath ? path : FileSystemPath(bytes: oldPath.bytes + path.bytes[topPath.bytes.count...])
             var entries: [(name: [UInt8], isDirectory: Bool)] = []
-            if let known = known[wd] {
-                known.entries.forEach { name, entry in entries.append((Array(name), entry.isDirectory)) }
+            if let kept = known.entries(wd) {
+                kept.forEach { name, entry in entries.append((Array(name), entry.isDirectory)) }
             } else {
                 try? services.listNames(path) { name, _, kind in entries.append((Array(name), kind == .directory)) }
             }

@@ -125,7 +125,7 @@ extension Router {
         }
         let child = tree.add(Array(name), of: node, wd: wd)
         table.insert(subscription, wd: wd, directory: path, mask: subscription.mask, node: child)
-        if known[wd] == nil {
+        if !known.contains(wd) {
             known[wd] = KnownDirectory(listing: [], listedAfter: services.birthClock(), at: services.wallClock())
         }
         return true
@@ -377,7 +377,7 @@ extension Router {
             guard !subscription.loop.isEnded, let tree = subscription.loop.tree, tree.node(node.wd) === node,
                 let id = subscription.loop.markedFileSystem
             else { continue }
-            if known[node.wd] != nil {
+            if known.contains(node.wd) {
                 for child in node.children { marked.snapshotQueue.append((subscription, child)) }
             } else {
                 list(node, of: tree, id: id, for: subscription)

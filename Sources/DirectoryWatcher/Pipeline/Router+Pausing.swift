@@ -49,7 +49,7 @@ extension Router {
             complete(barriers.take(.catchUp(ObjectIdentifier(subscription))))
         }
         for wd in subscription.loop.descriptors where pause.baseline[wd] == nil {
-            if let directory = known[wd] { pause.baseline[wd] = directory.entries }
+            if let entries = known.entries(wd) { pause.baseline[wd] = entries }
         }
         flushBatches()
         subscription.loop.pause = pause

@@ -94,7 +94,7 @@ extension Router {
         // A watcher starting from a saved state lists its directory here, once, rather than
         // when it subscribed as well: what it knows of it is the state.
         let listedFirstHere =
-            known[wd] == nil && first.node == nil && watches.count == 1
+            !known.contains(wd) && first.node == nil && watches.count == 1
             && resuming.contains { $0.subscriber.loop.pause?.standsForStop == true }
         if listedFirstHere, let watch = resuming.first, let visit = services.visitEntries {
             do throws(SyscallError) {
@@ -157,6 +157,9 @@ extension Router {
         if listedFirstHere {
             known[wd] = directory
             if directory.lacksInodes { lacksInodes(wd, directory) }
+        } else {
+            // Found empty: shared again, as it was before the rescan gave it its own.
+            known.share(wd, ifStill: directory)
         }
         return true
     }

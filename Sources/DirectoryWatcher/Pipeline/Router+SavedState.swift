@@ -66,7 +66,7 @@ extension Router {
         for wd in subscription.loop.descriptors {
             // Paused: what it was told before the pause (a directory the tree gained since is
             // news to it, and left out).
-            let told = subscription.loop.pause != nil ? subscription.loop.pause?.baseline[wd] : known[wd]?.entries
+            let told = subscription.loop.pause != nil ? subscription.loop.pause?.baseline[wd] : known.entries(wd)
             guard var entries = told else { continue }
             if entries.hasEntriesFollowedByInode { entries.vouchForInodes(bornBy: vouched) }
             let node = subscription.loop.tree?.node(wd)

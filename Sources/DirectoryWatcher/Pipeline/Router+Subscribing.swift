@@ -88,7 +88,7 @@ extension Router {
             }
             // The directory as it is when watching starts; without it (unreadable), an overflow is
             // reported as a notice only.
-            guard subscription.keepsSnapshot && known[wd] == nil && listings.pending[wd] == nil else {
+            guard subscription.keepsSnapshot && !known.contains(wd) && listings.pending[wd] == nil else {
                 return .success(nil)
             }
             if deferringListing {

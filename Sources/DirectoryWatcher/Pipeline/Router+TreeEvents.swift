@@ -153,7 +153,7 @@ extension Router {
         for name in node.refused {
             treeChanged(name[...], at: node, appeared: true, for: subscription, foundByRescan: false, retrying: true)
         }
-        if tree.isLazy, known[node.wd] == nil, !marked.snapshotQueue.contains(where: { $0.node === node }) {
+        if tree.isLazy, !known.contains(node.wd), !marked.snapshotQueue.contains(where: { $0.node === node }) {
             marked.snapshotQueue.append((subscription, node))
         }
     }

@@ -290,8 +290,8 @@ extension Router {
             next.contentsOwed = false
             let path = next.path
             var entries: [(name: [UInt8], isDirectory: Bool)] = []
-            if let directory = known[next.wd] {
-                directory.entries.forEach { name, known in entries.append((Array(name), known.isDirectory)) }
+            if let kept = known.entries(next.wd) {
+                kept.forEach { name, known in entries.append((Array(name), known.isDirectory)) }
             } else {
                 try? services.listNames(path) { name, _, kind in entries.append((Array(name), kind == .directory)) }
             }
@@ -343,7 +343,7 @@ extension Router {
             if let failure = result.failure {
                 // Removed before it was listed: nothing in it was reported, so what its events
                 // say left it (a directory moved on from it) comes from nowhere.
-                if reporting, failure.errno == ENOENT, known[node.wd] == nil {
+                if reporting, failure.errno == ENOENT, !known.contains(node.wd) {
                     known[node.wd] = KnownDirectory(
                         listing: [], listedAfter: services.birthClock(), at: services.wallClock())
                 }
@@ -352,7 +352,7 @@ extension Router {
             return []
         }
         expectListingEcho(node.wd)
-        if known[node.wd] == nil { known[node.wd] = directory }
+        if !known.contains(node.wd) { known[node.wd] = directory }
         if reporting && subscription.mask & EventMask.create != 0 {
             for entry in result.entries {
                 collect(

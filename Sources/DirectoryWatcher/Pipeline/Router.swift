@@ -40,7 +40,7 @@ final class Router {
     @exclusivity(unchecked) var outbox = Outbox()
     /// What the watchers have been told of each kernel-watched directory whose watchers keep
     /// snapshots (``Subscription/keepsSnapshot``), by watch descriptor.
-    @exclusivity(unchecked) var known = ByDescriptor<KnownDirectory>()
+    @exclusivity(unchecked) var known = KnownDirectories()
     /// The settling and polled watchers, whose deadlines the loop sleeps to.
     @exclusivity(unchecked) var timed = TimedWatchers()
     /// The time of the read or deadline being handled.
@@ -213,7 +213,7 @@ final class Router {
         let holding = !pairing.isEmpty || held.isHolding
         if queueDrained && listings.rescanOwed && !holding {
             listings.rescanOwed = false
-            rescan(known.keys, afterKernelOverflow: true)
+            rescan(known.descriptors, afterKernelOverflow: true)
             complete(barriers.take(.rescan))
         }
         if queueDrained && !listings.catchUps.isEmpty && !holding {

@@ -117,6 +117,51 @@ final class InMemoryTreeTests: XCTestCase {
         check(model, recorder)
     }
 
+    /// A tree's empty directories share one kept object until something happens in one: a file
+    /// made in one is kept there alone, and a rescan after lost events finds exactly what changed
+    /// in each, and shares again the one it finds empty.
+    func testEmptyDirectoriesShareAKeptObjectAndEachKeepsOnlyItsOwnChanges() throws {
+        for name in ["a", "b", "c"] { loop.files.mkdirs("/t/\(name)") }
+        let (subscription, recorder, model) = try watchTree()
+        loop.runUntilIdle()
+        let tree = try XCTUnwrap(subscription.loop.tree)
+        func wd(_ name: String) throws -> Int32 { try XCTUnwrap(tree.root.child(Array(name.utf8)[...])).wd }
+        func shared(_ name: String) throws -> Bool { loop.router.known.isShared(try wd(name)) }
+        XCTAssertEqual(try ["a", "b", "c"].map(shared), [true, true, true])
+        XCTAssertFalse(loop.router.known.isShared(tree.root.wd), "the root holds three entries")
+
+        loop.files.create("/t/a/f")
+        loop.runUntilIdle()
+        XCTAssertEqual(recorder.changes.last, DirectoryChange(.created, "/t/a/f"))
+        XCTAssertEqual(try ["a", "b", "c"].map(shared), [false, true, true])
+
+        loop.files.losingEvents {
+            loop.files.create("/t/b/g")
+            loop.files.remove("/t/a/f")
+        }
+        loop.runUntilIdle()
+        XCTAssertEqual(recorder.changes.filter { $0.kind == .overflow }.count, 1)
+        check(model, recorder, queueLost: true)
+        XCTAssertEqual(try ["a", "b", "c"].map(shared), [true, false, true], "a is empty again")
+
+        loop.files.create("/t/c/h")
+        loop.files.create("/t/a/i")
+        loop.runUntilIdle()
+        XCTAssertEqual(
+            Array(recorder.changes.suffix(2)),
+            [DirectoryChange(.created, "/t/c/h"), DirectoryChange(.created, "/t/a/i")])
+        check(model, recorder, queueLost: true)
+        XCTAssertEqual(names(in: try wd("a")), ["i"])
+        XCTAssertEqual(names(in: try wd("b")), ["g"])
+        XCTAssertEqual(names(in: try wd("c")), ["h"])
+    }
+
+    private func names(in wd: Int32) -> Set<String> {
+        var names: Set<String> = []
+        loop.router.known.entries(wd)?.forEach { name, _ in names.insert(String(decoding: name, as: UTF8.self)) }
+        return names
+    }
+
     /// Issue 26's false end: a subdirectory removed while the queue overflowed, before the rescan
     /// could list it. The rescan finds it gone and says so; the watch goes on.
     func testADirectoryRemovedDuringAnOverflowDoesNotEndTheWatch() throws {
