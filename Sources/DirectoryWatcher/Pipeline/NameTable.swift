@@ -21,11 +21,20 @@ import Glibc
 ///
 /// Lookups take the name as a slice of the read's buffer: nothing is copied to look up.
 struct NameTable<Value> {
+    /// The value first, then the name's length and place: a kept entry's value is 59 bytes
+    /// (``KnownDirectory/Known``), and the two fit in what is left of its 64-byte stride, where
+    /// placed first they took 72. A name is at most 255 bytes (`NAME_MAX`); a longer one (none
+    /// the kernel gives) has `length` 255 and its length in the four bytes before it.
     fileprivate struct Record {
-        var start: UInt32
-        var length: UInt32
         var value: Value
+        var length: UInt8
+        var start: UInt32
     }
+
+    private static var longLength: UInt8 { 255 }
+
+    /// The bytes each entry's record takes (for tests: a kept entry's memory).
+    static var recordStride: Int { MemoryLayout<Record>.stride }
 
     private var records: [Record] = []
     private var names: [UInt8] = []
@@ -120,9 +129,16 @@ struct NameTable<Value> {
             return updateValue(value, forName: name)
         }
         let start = names.count
+        let length: UInt8
+        if name.count < Int(Self.longLength) {
+            length = UInt8(name.count)
+        } else {
+            length = Self.longLength
+            withUnsafeBytes(of: UInt32(name.count).littleEndian) { names.append(contentsOf: $0) }
+        }
         names.append(contentsOf: name)
         precondition(names.count <= UInt32.max, "NameTable: more than 4 GiB of names")
-        records.append(Record(start: UInt32(start), length: UInt32(name.count), value: value))
+        records.append(Record(value: value, length: length, start: UInt32(start)))
         slots[found.slot] = Self.slot(hash: hash, record: records.count - 1)
         return nil
     }
@@ -145,7 +161,7 @@ struct NameTable<Value> {
             records[number] = moved
         }
         records.removeLast()
-        garbage += Int(removed.length)
+        garbage += stored(removed).count
         if garbage > 4096 && garbage * 2 > names.count { compactNames() }
         return removed.value
     }
@@ -162,8 +178,7 @@ struct NameTable<Value> {
     /// Calls `body` with each name and its value, in no particular order.
     func forEach(_ body: (ArraySlice<UInt8>, Value) throws -> Void) rethrows {
         for record in records {
-            let start = Int(record.start)
-            try body(names[start..<start + Int(record.length)], record.value)
+            try body(names[name(of: record)], record.value)
         }
     }
 
@@ -214,8 +229,15 @@ struct NameTable<Value> {
 
     private func hasName(_ number: Int, _ name: ArraySlice<UInt8>) -> Bool {
         let record = records[number]
-        guard Int(record.length) == name.count else { return false }
-        let start = Int(record.start)
+        let start: Int
+        if record.length != Self.longLength {
+            guard Int(record.length) == name.count else { return false }
+            start = Int(record.start)
+        } else {
+            let range = self.name(of: record)
+            guard range.count == name.count else { return false }
+            start = range.lowerBound
+        }
         guard !name.isEmpty else { return true }
         return names.withUnsafeBufferPointer { names in
             name.withUnsafeBufferPointer { name in
@@ -254,17 +276,32 @@ struct NameTable<Value> {
     }
 
     private func hash(of record: Record) -> UInt64 {
+        NameHash.of(names[name(of: record)])
+    }
+
+    /// Where the record's name is in the arena.
+    private func name(of record: Record) -> Range<Int> {
         let start = Int(record.start)
-        return NameHash.of(names[start..<start + Int(record.length)])
+        guard record.length == Self.longLength else { return start..<start + Int(record.length) }
+        let length = names.withUnsafeBytes {
+            Int(UInt32(littleEndian: $0.loadUnaligned(fromByteOffset: start, as: UInt32.self)))
+        }
+        return start + 4..<start + 4 + length
+    }
+
+    /// What the record takes in the arena: its name, and a long name's length before it.
+    private func stored(_ record: Record) -> Range<Int> {
+        let range = name(of: record)
+        return Int(record.start)..<range.upperBound
     }
 
     private mutating func compactNames() {
         var compacted: [UInt8] = []
         compacted.reserveCapacity(names.count - garbage)
         for number in records.indices {
-            let start = Int(records[number].start)
+            let range = stored(records[number])
             records[number].start = UInt32(compacted.count)
-            compacted.append(contentsOf: names[start..<start + Int(records[number].length)])
+            compacted.append(contentsOf: names[range])
         }
         names = compacted
         garbage = 0

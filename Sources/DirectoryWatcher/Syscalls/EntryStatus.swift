@@ -8,12 +8,12 @@ struct EntryStatus: Equatable, Sendable {
         var nanoseconds: UInt32
     }
 
-    // Stored packed, in 64 bytes with a kept directory's tag where the plain layout took 88: a
-    // kept directory holds one per entry. The change and birth times are the kernel's clock at
-    // the change and at the creation (no call sets them), so each is kept as nanoseconds since
-    // 1970, exact from 1678 to 2262; the modification time may be set to any time (`utimensat`),
-    // so it keeps its seconds whole. The mode is `statx`'s 16 bits.
-    var device: UInt64
+    // Stored packed, in 58 bytes where the plain layout took 88: a kept directory holds one per
+    // entry, and at 58 a kept entry's record is 64 bytes (``NameTable``). The change and birth
+    // times are the kernel's clock at the change and at the creation (no call sets them), so
+    // each is kept as nanoseconds since 1970, exact from 1678 to 2262; the modification time may
+    // be set to any time (`utimensat`), so it keeps its seconds whole. The mode is `statx`'s 16
+    // bits; the device, 32 (``device``).
     var inode: UInt64
     var size: Int64
     private var modifiedSeconds: Int64
@@ -23,9 +23,19 @@ struct EntryStatus: Equatable, Sendable {
     var owner: UInt32
     var group: UInt32
     private var modifiedNanoseconds: UInt32
+    private var storedDevice: UInt32
     private var storedMode: UInt16
 
     private static let noBirthTime = Int64.min
+
+    /// The device, as glibc's `makedev` combines `statx`'s major and minor numbers. The kernel's
+    /// device numbers are 32 bits (a 12-bit major, a 20-bit minor), and `makedev` puts those in
+    /// the low 32 bits, so it is kept in 32; a number beyond them (none the kernel gives: a saved
+    /// state's, damaged) is kept folded into 32 bits, and compares by that.
+    var device: UInt64 {
+        get { UInt64(storedDevice) }
+        set { storedDevice = UInt32(exactly: newValue) ?? UInt32(truncatingIfNeeded: newValue ^ (newValue >> 32)) }
+    }
 
     /// The type and permission bits.
     var mode: UInt32 {
@@ -52,7 +62,7 @@ struct EntryStatus: Equatable, Sendable {
     }
 
     init(_ status: cdw_entry_status) {
-        device = status.device
+        storedDevice = 0
         inode = status.inode
         size = status.size
         modifiedSeconds = status.modified_seconds
@@ -63,6 +73,7 @@ struct EntryStatus: Equatable, Sendable {
         group = status.gid
         storedMode = UInt16(truncatingIfNeeded: status.mode)
         bornNanoseconds = Self.noBirthTime
+        device = status.device
         if status.mask & 0x800 != 0 {  // STATX_BTIME
             born = Time(seconds: status.born_seconds, nanoseconds: status.born_nanoseconds)
         }
@@ -109,7 +120,7 @@ extension EntryStatus {
         device: UInt64, inode: UInt64, size: Int64, modified: Time, changedNanoseconds: Int64,
         bornNanoseconds: Int64, owner: UInt32, group: UInt32, mode: UInt16
     ) {
-        self.device = device
+        self.storedDevice = 0
         self.inode = inode
         self.size = size
         self.modifiedSeconds = modified.seconds
@@ -119,6 +130,7 @@ extension EntryStatus {
         self.owner = owner
         self.group = group
         self.storedMode = mode
+        self.device = device
     }
 
     /// The change and birth times as stored: nanoseconds since 1970, the birth time `Int64.min`

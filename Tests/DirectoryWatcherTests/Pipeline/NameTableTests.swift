@@ -31,7 +31,9 @@ class NameTableTests: XCTestCase {
             // Few enough names that they come back after their removal, many enough for the
             // table to grow, compact and wrap around its index.
             let names = (0..<3000).map { index -> [UInt8] in
-                let length = Int.random(in: 1...40, using: &random)
+                // One in fifty about the longest a record's length byte holds, and beyond it.
+                let length =
+                    index % 50 == 0 ? Int.random(in: 250...300, using: &random) : Int.random(in: 1...40, using: &random)
                 return (0..<length).map { _ in UInt8.random(in: 0...255, using: &random) } + Array("\(index)".utf8)
             }
             for step in 0..<40_000 {
@@ -60,6 +62,38 @@ class NameTableTests: XCTestCase {
             }
             assertSame(table, model)
         }
+    }
+
+    /// A record keeps a name's length in a byte: names of 255 bytes and more (none the kernel
+    /// gives, whose names are at most 255) keep theirs in the arena, and are found, visited,
+    /// removed and compacted like the others.
+    func testNamesOfTheLongestLengthAByteHoldsAndLonger() {
+        var table = NameTable<Int>()
+        var model: [[UInt8]: Int] = [:]
+        let lengths = [0, 1, 15, 254, 255, 256, 1000, 70_000]
+        for (index, length) in lengths.enumerated() {
+            let name = [UInt8](repeating: UInt8(ascii: "a") + UInt8(index), count: length)
+            XCTAssertNil(table.updateValue(index, forName: name[...]))
+            model[name] = index
+            // The same length and one byte different: another name.
+            var other = name + [UInt8(ascii: "z")]
+            other.removeFirst()
+            if !other.isEmpty, other != name {
+                XCTAssertNil(table[other[...]], "\(length)")
+            }
+        }
+        assertSame(table, model)
+        // Removing names until the arena compacts (its dead bytes over 4 KiB and half of it).
+        for length in [70_000, 255, 1] {
+            let index = lengths.firstIndex(of: length)!
+            let name = [UInt8](repeating: UInt8(ascii: "a") + UInt8(index), count: length)
+            XCTAssertEqual(table.removeValue(forName: name[...]), index)
+            model[name] = nil
+            assertSame(table, model)
+        }
+        XCTAssertNil(table.updateValue(99, forName: [UInt8](repeating: 7, count: 300)[...]))
+        model[[UInt8](repeating: 7, count: 300)] = 99
+        assertSame(table, model)
     }
 
     /// A prefetch reads nothing the program sees: on a table with no index yet, or none any more,

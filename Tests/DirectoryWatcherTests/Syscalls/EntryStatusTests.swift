@@ -75,9 +75,29 @@ final class EntryStatusTests: XCTestCase {
         XCTAssertEqual(moved, base)
     }
 
-    /// 64 bytes with the tag of a kept directory's entry (the plain layout took 88).
+    /// 58 bytes (the plain layout took 88), so that a kept entry's record, the status with its
+    /// tag, the name's length and its place, is 64.
     func testAKeptEntryIsSixtyFourBytes() {
-        XCTAssertLessThanOrEqual(MemoryLayout<EntryStatus>.stride, 64)
-        XCTAssertLessThanOrEqual(MemoryLayout<KnownDirectory.Known>.stride, 64)
+        XCTAssertLessThanOrEqual(MemoryLayout<EntryStatus>.size, 58)
+        XCTAssertLessThanOrEqual(MemoryLayout<KnownDirectory.Known>.size, 59)
+        XCTAssertLessThanOrEqual(NameTable<KnownDirectory.Known>.recordStride, 64)
+    }
+
+    /// The kernel's device numbers fit the 32 bits kept (a 12-bit major, a 20-bit minor, as
+    /// `makedev` combines them); a number beyond them is folded, and still tells two apart.
+    func testDeviceNumbersTheKernelGivesComeBackWhole() {
+        var entry = status()
+        for (major, minor) in [(0, 0), (8, 3), (259, 1 << 19), (4095, (1 << 20) - 1), (0, 4097)] {
+            // glibc's makedev.
+            let (major, minor) = (UInt64(major), UInt64(minor))
+            let device = (major & 0xFFF) << 8 | (major & ~0xFFF) << 32 | minor & 0xFF | (minor & ~0xFF) << 12
+            entry.device = device
+            XCTAssertEqual(entry.device, device, "major \(major), minor \(minor)")
+        }
+        entry.device = 1 << 40 | 5
+        XCTAssertEqual(entry.device, UInt64(UInt32(1 << 8 | 5)), "folded")
+        var other = entry
+        other.device = 1 << 40 | 6
+        XCTAssertNotEqual(entry, other)
     }
 }
