@@ -149,12 +149,18 @@ struct WatchTable<Subscriber: AnyObject> {
         }
     }
 
+    /// A descriptor's watches: 16 bytes, a table slot of each directory of a tree. (The kernel
+    /// watch's mask, the union of the watches', is worked out when asked, which is rare:
+    /// ``kernelMask(_:)``.)
     struct Entry {
         var watches: Watches
-        var kernelMask: UInt32
     }
 
     private var entries = ByDescriptor<Entry>()
+    /// What the kernel watch of a descriptor still reports for subscribers that left it while
+    /// others stayed (its mask is never narrowed): bits no remaining watch asked for. Few
+    /// descriptors, only while shared, forgotten with the descriptor.
+    private var leftBits: [Int32: UInt32] = [:]
     /// What watches the directories, one at a time.
     let backend: any DirectoryWatchBackend
     /// The system calls the router looks at the disk through (listings, an entry's status).
@@ -191,7 +197,6 @@ struct WatchTable<Subscriber: AnyObject> {
                 sharedFields(of: subscriber, mask: mask, near: node).map { Watch(sharing: $0, node: node) }
             } ?? Watch(subscriber: subscriber, directory: directory, mask: mask, entry: only, node: node)
         if var entry = entries[wd] {
-            entry.kernelMask |= mask
             if let index = entry.watches.firstIndex(where: { $0.subscriber === subscriber }) {
                 entry.watches[index].mask |= mask
             } else {
@@ -199,7 +204,7 @@ struct WatchTable<Subscriber: AnyObject> {
             }
             entries[wd] = entry
         } else {
-            entries[wd] = Entry(watches: Watches(watch), kernelMask: mask)
+            entries[wd] = Entry(watches: Watches(watch))
         }
     }
 
@@ -218,18 +223,23 @@ struct WatchTable<Subscriber: AnyObject> {
     @discardableResult
     mutating func remove(_ subscriber: Subscriber, from wd: Int32) -> Bool {
         guard var entry = entries[wd] else { return false }
+        let before = Self.union(of: entry.watches)
         entry.watches.removeAll { $0.subscriber === subscriber }
         if entry.watches.isEmpty {
             entries[wd] = nil
+            leftBits[wd] = nil
             return true
         }
+        let left = before & ~Self.union(of: entry.watches)
+        if left != 0 { leftBits[wd, default: 0] |= left }
         entries[wd] = entry
         return false
     }
 
     /// The kernel dropped `wd` (`IN_IGNORED`): forgets it and returns the watches it served.
     mutating func kernelDropped(_ wd: Int32) -> Watches {
-        entries.removeValue(forKey: wd)?.watches ?? Watches()
+        leftBits[wd] = nil
+        return entries.removeValue(forKey: wd)?.watches ?? Watches()
     }
 
     /// The watches `wd` serves; empty for a descriptor that is gone (events still queued for a
@@ -238,9 +248,15 @@ struct WatchTable<Subscriber: AnyObject> {
         entries[wd]?.watches ?? Watches()
     }
 
-    /// The mask the kernel watch `wd` was asked for: the union of its subscribers' masks.
+    /// The mask the kernel watch `wd` was asked for: the union of the masks of its subscribers,
+    /// those that left it included.
     func kernelMask(_ wd: Int32) -> UInt32? {
-        entries[wd]?.kernelMask
+        guard let entry = entries[wd] else { return nil }
+        return Self.union(of: entry.watches) | (leftBits[wd] ?? 0)
+    }
+
+    private static func union(of watches: Watches) -> UInt32 {
+        watches.reduce(0) { $0 | $1.mask }
     }
 
     var count: Int { entries.count }

@@ -29,6 +29,31 @@ final class WatchTableTests: XCTestCase {
 
     /// The table says when the last subscriber left; letting the backend's watch go is then the
     /// router's (the table does not know which backend numbered it).
+    /// The kernel's mask is never narrowed: a subscriber that left leaves its bits in the
+    /// kernel watch's mask (the router expects the echo of its own listing by it) until the
+    /// descriptor goes.
+    func testTheKernelMaskKeepsTheBitsOfASubscriberThatLeft() throws {
+        let kernel = FakeKernel()
+        var table = WatchTable<Subscriber>(
+            backend: InotifyBackend(fd: 99, system: kernel.system), system: kernel.system)
+        let one = Subscriber()
+        let two = Subscriber()
+        let wd = try table.add(one, directory: "/d", mask: EventMask.create | EventMask.open)
+        try table.add(two, directory: "/d", mask: EventMask.delete)
+        XCTAssertFalse(table.remove(one, from: wd))
+        XCTAssertEqual(table.watches(wd).map(\.mask), [EventMask.delete])
+        XCTAssertEqual(table.kernelMask(wd), EventMask.create | EventMask.open | EventMask.delete)
+        try table.add(one, directory: "/d", mask: EventMask.modify)
+        XCTAssertEqual(
+            table.kernelMask(wd), EventMask.create | EventMask.open | EventMask.delete | EventMask.modify)
+        XCTAssertFalse(table.remove(two, from: wd))
+        XCTAssertTrue(table.remove(one, from: wd))
+        XCTAssertNil(table.kernelMask(wd))
+        // Watched again under the same number (a fake kernel's): nothing left from before.
+        let again = try table.add(one, directory: "/d", mask: EventMask.create)
+        XCTAssertEqual(table.kernelMask(again), EventMask.create)
+    }
+
     func testTheLastSubscriberLeavingIsSaidOnce() throws {
         let kernel = FakeKernel()
         var table = WatchTable<Subscriber>(
@@ -186,7 +211,7 @@ final class WatchTableTests: XCTestCase {
     /// A directory's watches, one inline or several in an array, through three subscribers
     /// joining and leaving in turn: each sees its own mask, and the entry stays 24 bytes.
     func testADirectorysWatchesGrowAndShrinkInOrder() throws {
-        XCTAssertEqual(MemoryLayout<WatchTable<Subscriber>.Entry>.stride, 24, "a table slot of a tree's directory")
+        XCTAssertEqual(MemoryLayout<WatchTable<Subscriber>.Entry?>.stride, 16, "a table slot of a tree's directory")
         let kernel = FakeKernel()
         var table = WatchTable<Subscriber>(
             backend: InotifyBackend(fd: 99, system: kernel.system), system: kernel.system)
