@@ -249,18 +249,19 @@ final class KnownDirectory {
     /// The names whose inodes are not on record (those ``learnInodes(listedAfter:from:)`` would
     /// take from a listing), when there are at most `limit` of them; nil when there are more.
     func namesLackingInodes(atMost limit: Int) -> [[UInt8]]? {
+        // Counted first, by value alone: when there are too many (a burst of new files, which a
+        // listing then reads), no name is copied.
+        guard entries.count(where: Self.lacksInode, upTo: limit) <= limit else { return nil }
         var names: [[UInt8]] = []
-        var tooMany = false
         entries.forEach { name, known in
-            guard !tooMany, case .unsure(let unsure) = known, !unsure.isFollowedByInode
-            else { return }
-            if names.count == limit {
-                tooMany = true
-            } else {
-                names.append(Array(name))
-            }
+            if Self.lacksInode(known) { names.append(Array(name)) }
         }
-        return tooMany ? nil : names
+        return names
+    }
+
+    private static func lacksInode(_ known: Known) -> Bool {
+        guard case .unsure(let unsure) = known else { return false }
+        return !unsure.isFollowedByInode
     }
 
     /// Records the inodes a listing of the directory's names gave (`getdents64`, no status per

@@ -175,6 +175,17 @@ struct NameTable<Value> {
 
     // MARK: - Visiting
 
+    /// How many values satisfy `predicate`, counted no further than `limit + 1`: whether there
+    /// are more than `limit`, with no name read.
+    func count(where predicate: (Value) -> Bool, upTo limit: Int) -> Int {
+        var found = 0
+        for record in records where predicate(record.value) {
+            found += 1
+            if found > limit { break }
+        }
+        return found
+    }
+
     /// Calls `body` with each name and its value, in no particular order.
     func forEach(_ body: (ArraySlice<UInt8>, Value) throws -> Void) rethrows {
         for record in records {

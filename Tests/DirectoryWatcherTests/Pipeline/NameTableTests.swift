@@ -166,6 +166,21 @@ class NameTableTests: XCTestCase {
         for (index, name) in names.enumerated() { XCTAssertEqual(table[name[...]], index, "\(name)") }
     }
 
+    /// Whether a directory has more names lacking inodes than a limit is asked of the values
+    /// alone: the count stops one past the limit, and is exact below it.
+    func testCountingValuesStopsOnePastTheLimit() {
+        var table = NameTable<Int>()
+        for index in 0..<100 { table[bytes("f\(index)")] = index }
+        table.removeValue(forName: bytes("f0"))  // the last record moved into its place
+        let even = { (value: Int) in value.isMultiple(of: 2) }
+        XCTAssertEqual(table.count(where: even, upTo: 100), 49, "f2 ... f98: all counted below the limit")
+        XCTAssertEqual(table.count(where: even, upTo: 49), 49, "exactly the limit")
+        XCTAssertEqual(table.count(where: even, upTo: 10), 11, "one past the limit, then no further")
+        XCTAssertEqual(table.count(where: even, upTo: 0), 1)
+        XCTAssertEqual(table.count(where: { $0 > 1_000 }, upTo: 5), 0)
+        XCTAssertEqual(NameTable<Int>().count(where: { _ in true }, upTo: 3), 0, "an empty table")
+    }
+
     /// A catching-up watcher keeps a copy of the table while the router goes on changing its own.
     func testACopyIsNotChangedByTheOriginal() {
         var table = NameTable<Int>()
