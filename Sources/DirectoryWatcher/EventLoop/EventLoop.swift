@@ -74,6 +74,12 @@ public final class EventLoop: @unchecked Sendable {
     @exclusivity(unchecked) var readyHead = 0
     // Leader only, read at every wake-up: the runtime's exclusivity checks would only cost time.
     @exclusivity(unchecked) private var queueDrained = true
+    /// Whether the leader lets events gather before its next wait, and the events the current
+    /// wake-up read, which tell it.
+    @exclusivity(unchecked) private var pacing = BurstPacing()
+    @exclusivity(unchecked) private var eventsRead = 0
+    /// How many times the leader has paused for a stream (tests: that it paces one).
+    @exclusivity(unchecked) private(set) var pausesTaken = 0
     /// The fanotify group, opened when the first tree uses it (``Router/subscribeMarked(_:)``);
     /// -1 until then. Leader only.
     @exclusivity(unchecked) private var fanotifyFD: Int32 = -1
@@ -252,18 +258,30 @@ public final class EventLoop: @unchecked Sendable {
     /// callback running on this thread (false).
     func lead() -> Bool {
         while running {
-            let count: Int
-            do {
-                count = try system.epollWait(
-                    epollFD, tokens: tokens, events: readiness, max: Int32(Self.readyAtOnce),
-                    timeoutNanoseconds: readyHead < ready.count ? 0 : timeoutNanoseconds())
-            } catch {
-                preconditionFailure("epoll_wait failed: \(error)")
+            var timeout = readyHead < ready.count ? 0 : timeoutNanoseconds()
+            var count = 0
+            var waited: UInt64 = 0
+            if let pause = pacing.pauseBefore(timeout: timeout) {
+                // Under a stream of events: a moment for the next ones to gather, then whatever
+                // came, without sleeping again.
+                System.sleep(nanoseconds: pause)
+                pausesTaken &+= 1
+                count = wait(timeoutNanoseconds: 0)
+                if count == 0 {
+                    pacing.pauseFoundNothing()
+                    timeout = timeoutNanoseconds()
+                }
+            }
+            if count == 0 {
+                let began = clock()
+                count = wait(timeoutNanoseconds: timeout)
+                waited = clock() &- began
             }
             // One clock reading per wake-up serves its reads, the router's deadlines and the
             // delivery's time slice: each reading costs about as much as routing an event, and
             // what happens in a wake-up is microseconds apart.
             let now = clock()
+            eventsRead = 0
             // The mount table first: a barrier asked for after a mount was made, read or handled
             // in this wake-up, completes after what the mount means. What was queued before the
             // change is routed before it.
@@ -283,12 +301,23 @@ public final class EventLoop: @unchecked Sendable {
             router.expire(now: now)
             router.finishWakeUp(queueDrained: queueDrained && fanotifyDrained)
             router.takeReady(into: &ready)
+            pacing.wokeUp(waited: waited, events: eventsRead)
             guard deliverReady(started: now) else { return false }
             // A save waits for its watcher's deliveries: those of this wake-up are done.
             router.takeDueSaves()
         }
         tearDown()
         return true
+    }
+
+    /// `epoll_wait` on the loop's set, into ``tokens``: how many descriptors are ready.
+    private func wait(timeoutNanoseconds timeout: Int64) -> Int {
+        do {
+            return try system.epollWait(
+                epollFD, tokens: tokens, events: readiness, max: Int32(Self.readyAtOnce), timeoutNanoseconds: timeout)
+        } catch {
+            preconditionFailure("epoll_wait failed: \(error)")
+        }
     }
 
     /// Until the router's next deadline, to the nanosecond: a settled batch is due a quiet period
@@ -348,6 +377,7 @@ public final class EventLoop: @unchecked Sendable {
             // Each record is lent to the router without a copy (``Array/lendEach(_:)``).
             events.lendEach { router.receive($0, now: now) }
             budget -= events.count
+            eventsRead &+= events.count
             events.removeAllKeepingCapacity()
             swap(&events, &parsedMarkEvents)
             if isMalformed { router.receive(MarkEvent(mask: MarkBits.queueOverflow), now: now) }
@@ -396,6 +426,7 @@ public final class EventLoop: @unchecked Sendable {
             let malformed = InotifyEventParser.parse(
                 UnsafeRawBufferPointer(rebasing: buffer[..<count]), copyingInto: &readCopy, appendingTo: &events)
             router.receive(events, now: now)
+            eventsRead &+= events.count
             events.removeAllKeepingCapacity()
             swap(&events, &parsedEvents)
             if malformed != 0 { router.receive(Router.lossMarker, now: now) }

@@ -33,6 +33,16 @@ struct System: Sendable {
         return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
     }
 
+    /// Sleeps `nanoseconds` (the event loop's pause under a stream of events,
+    /// ``BurstPacing``). Time, not the kernel's state: nothing to fake, and a simulated kernel's
+    /// loop pauses for real, briefly.
+    static func sleep(nanoseconds: UInt64) {
+        var request = timespec(tv_sec: Int(nanoseconds / 1_000_000_000), tv_nsec: Int(nanoseconds % 1_000_000_000))
+        var remaining = timespec()
+        // A signal cuts it short: the rest is slept.
+        while nanosleep(&request, &remaining) == -1 && errno == EINTR { request = remaining }
+    }
+
     /// Runs `body` until it does not fail with `EINTR`; -1 becomes a ``SyscallError``.
     @inline(__always)
     func retrying<Result: FixedWidthInteger>(
