@@ -261,11 +261,13 @@ public final class EventLoop: @unchecked Sendable {
             var timeout = readyHead < ready.count ? 0 : timeoutNanoseconds()
             var count = 0
             var waited: UInt64 = 0
+            var paused = false
             if let pause = pacing.pauseBefore(timeout: timeout) {
                 // Under a stream of events: a moment for the next ones to gather, then whatever
                 // came, without sleeping again.
                 System.sleep(nanoseconds: pause)
                 pausesTaken &+= 1
+                paused = true
                 count = wait(timeoutNanoseconds: 0)
                 if count == 0 {
                     pacing.pauseFoundNothing()
@@ -301,7 +303,7 @@ public final class EventLoop: @unchecked Sendable {
             router.expire(now: now)
             router.finishWakeUp(queueDrained: queueDrained && fanotifyDrained)
             router.takeReady(into: &ready)
-            pacing.wokeUp(waited: waited, events: eventsRead)
+            pacing.wokeUp(waited: waited, events: eventsRead, afterPause: paused)
             guard deliverReady(started: now) else { return false }
             // A save waits for its watcher's deliveries: those of this wake-up are done.
             router.takeDueSaves()

@@ -8,7 +8,7 @@ import XCTest
 /// kernel whose reads are cut to one event each, so that a stream is many wake-ups whatever the
 /// machine's speed.
 final class BurstPacingTests: XCTestCase {
-    private let close: UInt64 = 5_000
+    private let close: UInt64 = 2_000
     private let far: UInt64 = 3_000_000
 
     func testALoneChangeIsReadAtOnceEveryTime() {
@@ -29,9 +29,23 @@ final class BurstPacingTests: XCTestCase {
         XCTAssertEqual(pacing.pauseBefore(timeout: -1), BurstPacing.pause)
         XCTAssertEqual(pacing.pauseBefore(timeout: 30_000), 30_000, "never past the loop's next deadline")
         XCTAssertNil(pacing.pauseBefore(timeout: 0), "work to do now: no pause")
-        // After a pause the events were there (no wait): still a stream.
-        for _ in 0..<10 { pacing.wokeUp(waited: 0, events: 20) }
+        // Each pause gathered a batch: still a stream.
+        for _ in 0..<10 { pacing.wokeUp(waited: 0, events: BurstPacing.gatheredToGoOn, afterPause: true) }
         XCTAssertTrue(pacing.isPacing)
+    }
+
+    /// A writer that makes its next change once the last was reported (a test, a benchmark's
+    /// ping-pong): a pause gathers that one change, and would only delay each; it ends pacing.
+    func testAPauseThatGathersLessThanABatchEndsIt() {
+        var pacing = BurstPacing()
+        for _ in 0..<3 { pacing.wokeUp(waited: 0, events: 2) }
+        XCTAssertTrue(pacing.isPacing)
+        pacing.wokeUp(waited: 0, events: BurstPacing.gatheredToGoOn - 1, afterPause: true)
+        XCTAssertFalse(pacing.isPacing)
+        XCTAssertNil(pacing.pauseBefore(timeout: -1))
+        // And such a writer's changes are never found queued: the count never starts again.
+        for _ in 0..<100 { pacing.wokeUp(waited: 12_000, events: 2) }
+        XCTAssertFalse(pacing.isPacing)
     }
 
     func testAWaitLongerThanTheGapStartsTheCountAgain() {
@@ -58,6 +72,9 @@ final class BurstPacingTests: XCTestCase {
         pacing.wokeUp(waited: 0, events: 1)
         XCTAssertTrue(pacing.isPacing)
         pacing.wokeUp(waited: 0, events: 0)  // a task or a deadline
+        XCTAssertFalse(pacing.isPacing)
+        for _ in 0..<3 { pacing.wokeUp(waited: 0, events: 1) }
+        pacing.wokeUp(waited: 0, events: 0, afterPause: true)  // a task came during the pause
         XCTAssertFalse(pacing.isPacing)
     }
 
